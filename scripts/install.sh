@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs everything agentrl needs on a fresh machine: the Node packages, then a Python virtual environment (.venv)
+# with the worker's dependencies. Safe to run again; it only adds what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  echo "==> npm ci"
+  npm ci --no-audit --no-fund --loglevel=error
+fi
+echo "==> build"
+npm run --silent build
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  echo "==> python venv (.venv)"
+  "$PY" -m venv .venv
+fi
+# Without a GPU, ask for the CPU build of torch explicitly: an unpinned torch resolves to a multi-GB CUDA build.
+# --retries 0 keeps pip from waiting minutes on an index it cannot reach when wheels are served locally.
+PIP=(.venv/bin/python -m pip install --retries 0 --disable-pip-version-check -q)
+if ! .venv/bin/python -c "import torch" 2>/dev/null; then
+  if command -v nvidia-smi >/dev/null 2>&1; then
+    echo "==> torch (CUDA)"; "${PIP[@]}" "torch>=2.4"
+  else
+    echo "==> torch (CPU)"; "${PIP[@]}" "torch==2.13.0"
+  fi
+fi
+echo "==> worker dependencies"
+"${PIP[@]}" -r worker/requirements-dev.txt
+echo "==> ready: node $(node --version), $(.venv/bin/python -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)')"
