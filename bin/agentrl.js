@@ -2,6 +2,14 @@
 // The only place that exits the process: the CLI returns an exit code, this file applies it.
 import { main } from "../dist/cli/index.js";
 
+// `agentrl inspect ... | head` closes stdout early: that is the reader's choice, not an error.
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on("error", (err) => {
+    if (err && err.code === "EPIPE") process.exit(process.exitCode ?? 0);
+    throw err;
+  });
+}
+
 main(process.argv).then(
   (code) => {
     process.exitCode = code;

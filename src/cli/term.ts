@@ -1,3 +1,5 @@
+import Table from "cli-table3";
+
 /**
  * Terminal helpers shared by every command: colour only on a TTY and never under NO_COLOR,
  * and the width to lay tables out in.
@@ -52,4 +54,15 @@ export function formatDuration(ms: number): string {
   const minutes = Math.floor(ms / 60_000);
   const seconds = Math.round((ms % 60_000) / 1000);
   return `${minutes}m ${seconds}s`;
+}
+
+
+/** A cli-table3 table that is coloured only when colour is enabled for stdout. */
+export function makeTable(head: string[], options: { colWidths?: number[] } = {}): Table.Table {
+  const on = colorEnabled();
+  return new Table({
+    head,
+    style: { head: on ? ["cyan"] : [], border: on ? ["gray"] : [] },
+    ...(options.colWidths ? { colWidths: options.colWidths } : {}),
+  });
 }

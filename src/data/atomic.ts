@@ -1,0 +1,40 @@
+import { randomBytes } from "node:crypto";
+import { promises as fs } from "node:fs";
+import path from "node:path";
+
+/**
+ * Writes a file so that readers see either the old content or the whole new content, never a half-written file:
+ * write a temporary sibling, fsync it, then rename over the target (rename is atomic within one filesystem).
+ */
+export async function writeFileAtomic(target: string, data: Uint8Array | string): Promise<void> {
+  await fs.mkdir(path.dirname(target), { recursive: true });
+  const temp = temporarySibling(target);
+  let handle: fs.FileHandle | undefined;
+  try {
+    handle = await fs.open(temp, "wx");
+    await handle.writeFile(data);
+    await handle.sync();
+    await handle.close();
+    handle = undefined;
+    await fs.rename(temp, target);
+  } catch (err) {
+    await handle?.close().catch(() => undefined);
+    await fs.rm(temp, { force: true });
+    throw err;
+  }
+}
+
+/** `dir/.name.tmp-<pid>-<random>`: hidden, unique per writer, and on the same filesystem as the target. */
+export function temporarySibling(target: string): string {
+  const dir = path.dirname(target);
+  return path.join(dir, `.${path.basename(target)}.tmp-${process.pid}-${randomBytes(4).toString("hex")}`);
+}
+
+export async function pathExists(p: string): Promise<boolean> {
+  try {
+    await fs.access(p);
+    return true;
+  } catch {
+    return false;
+  }
+}

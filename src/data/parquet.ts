@@ -1,0 +1,189 @@
+/**
+ * Parquet in and out, for nested rows. parquet-wasm does the file format, apache-arrow the in-memory columns.
+ * Rows are plain JS objects; an explicit arrow Schema decides the parquet types (structs and lists stay real
+ * nested types, never JSON strings), so pandas, pyarrow and HF `datasets` read the files the way verl does.
+ */
+import { openAsBlob, promises as fs } from "node:fs";
+import {
+  DataType,
+  makeBuilder,
+  Schema,
+  Table,
+  tableFromIPC,
+  tableToIPC,
+  Vector,
+  StructRow,
+  type Field,
+} from "apache-arrow";
+import * as parquet from "parquet-wasm";
+import { writeFileAtomic } from "./atomic.js";
+import { InputError } from "../errors.js";
+
+export type Compression = "zstd" | "snappy" | "gzip" | "none";
+
+export interface WriteOptions {
+  compression?: Compression;
+  /** Rows per row group; readers stream one row group at a time. */
+  rowGroupSize?: number;
+  /** Key/value metadata stored on the file's arrow schema (e.g. HF `datasets`' `huggingface` features). */
+  metadata?: Record<string, string>;
+}
+
+/** Builds an arrow Table with exactly `schema`'s types from plain row objects. */
+export function rowsToTable(
+  rows: readonly Record<string, unknown>[],
+  schema: Schema,
+  metadata: Record<string, string> = {},
+): Table {
+  const columns: Record<string, Vector> = {};
+  for (const field of schema.fields) columns[field.name] = buildColumn(field, rows);
+  const table = new Table(columns);
+  // The Table constructor derives field nullability itself: restore the schema, with the file's metadata on it
+  // (pyarrow and HF `datasets` read schema metadata from the arrow schema stored in the file).
+  const merged = new Map([...schema.metadata, ...Object.entries(metadata)]);
+  return new Table(new Schema(schema.fields, merged), table.batches);
+}
+
+function buildColumn(field: Field, rows: readonly Record<string, unknown>[]): Vector {
+  const builder = makeBuilder({ type: field.type, nullValues: [null, undefined] });
+  const coerce = coercerFor(field.type);
+  for (const row of rows) builder.append(coerce(row[field.name]));
+  return builder.finish().toVector();
+}
+
+type Coerce = (value: unknown) => unknown;
+const identity: Coerce = (value) => value;
+
+/**
+ * Arrow's 64-bit integer builders take bigint; JS rows hold numbers. Returns a converter for one type that fixes
+ * that at any depth, or the identity when the type holds no 64-bit integer.
+ */
+function coercerFor(type: DataType): Coerce {
+  if (DataType.isInt(type) && type.bitWidth === 64) {
+    return (value) => (typeof value === "number" ? BigInt(value) : value);
+  }
+  if (DataType.isStruct(type)) {
+    const children = type.children.map((child) => [child.name, coercerFor(child.type)] as const);
+    if (children.every(([, fn]) => fn === identity)) return identity;
+    return (value) => {
+      if (value === null || value === undefined || typeof value !== "object") return value;
+      const out: Record<string, unknown> = { ...(value as Record<string, unknown>) };
+      for (const [name, fn] of children) out[name] = fn(out[name]);
+      return out;
+    };
+  }
+  if (DataType.isList(type)) {
+    const element = coercerFor(type.children[0]!.type);
+    if (element === identity) return identity;
+    return (value) => (Array.isArray(value) ? value.map(element) : value);
+  }
+  return identity;
+}
+
+function writerProperties(options: WriteOptions): parquet.WriterProperties {
+  const codec = {
+    zstd: parquet.Compression.ZSTD,
+    snappy: parquet.Compression.SNAPPY,
+    gzip: parquet.Compression.GZIP,
+    none: parquet.Compression.UNCOMPRESSED,
+  }[options.compression ?? "snappy"];
+  let builder = new parquet.WriterPropertiesBuilder().setCompression(codec);
+  if (options.rowGroupSize) builder = builder.setMaxRowGroupSize(options.rowGroupSize);
+  return builder.build();
+}
+
+/** Serialises a table to parquet bytes. */
+export function tableToParquet(table: Table, options: WriteOptions = {}): Uint8Array {
+  const wasmTable = parquet.Table.fromIPCStream(tableToIPC(table, "stream"));
+  return parquet.writeParquet(wasmTable, writerProperties(options));
+}
+
+/** Writes rows to a parquet file atomically: a crash never leaves a half-written file at `file`. */
+export async function writeParquetRows(
+  file: string,
+  rows: readonly Record<string, unknown>[],
+  schema: Schema,
+  options: WriteOptions = {},
+): Promise<number> {
+  const bytes = tableToParquet(rowsToTable(rows, schema, options.metadata), options);
+  await writeFileAtomic(file, bytes);
+  return bytes.byteLength;
+}
+
+/** Reads a whole parquet file into an arrow Table. */
+export async function readParquetTable(file: string): Promise<Table> {
+  const bytes = await fs.readFile(file);
+  try {
+    return tableFromIPC(parquet.readParquet(bytes).intoIPCStream());
+  } catch (err) {
+    throw new InputError(`${file}: not a readable parquet file (${(err as Error).message ?? err})`, { cause: err });
+  }
+}
+
+export interface ParquetInfo {
+  numRows: number;
+  numRowGroups: number;
+  schema: Schema;
+}
+
+/** Row count, row groups and schema, read from the footer only. */
+export async function readParquetInfo(file: string): Promise<ParquetInfo> {
+  const handle = await openParquet(file);
+  const meta = handle.metadata().fileMetadata();
+  const schema = tableFromIPC(
+    (await handle.read({ limit: 0 })).intoIPCStream(),
+  ).schema;
+  return { numRows: meta.numRows(), numRowGroups: handle.metadata().numRowGroups(), schema };
+}
+
+async function openParquet(file: string): Promise<parquet.ParquetFile> {
+  try {
+    return await parquet.ParquetFile.fromFile(await openAsBlob(file));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") throw new InputError(`${file}: no such file`);
+    throw new InputError(`${file}: not a readable parquet file (${(err as Error).message ?? err})`, { cause: err });
+  }
+}
+
+/**
+ * Streams the rows of a parquet file as plain objects, a batch at a time, so memory stays bounded by the batch
+ * size rather than the file size. `index` is the row's position in the file.
+ */
+export async function* streamParquetRows(
+  file: string,
+  options: { batchSize?: number; columns?: string[] } = {},
+): AsyncGenerator<{ index: number; row: Record<string, unknown> }> {
+  const handle = await openParquet(file);
+  const readerOptions: parquet.ReaderOptions = { batchSize: options.batchSize ?? 1024 };
+  if (options.columns) readerOptions.columns = options.columns;
+  const stream = await handle.stream(readerOptions);
+  let index = 0;
+  for await (const batch of stream as AsyncIterable<parquet.RecordBatch>) {
+    const table = tableFromIPC(batch.intoIPCStream());
+    for (const row of tableRows(table)) yield { index: index++, row };
+  }
+}
+
+/** Converts every row of a table to a plain object (bigint → number, nested vectors → arrays). */
+export function* tableRows(table: Table): Generator<Record<string, unknown>> {
+  for (let i = 0; i < table.numRows; i++) {
+    yield toPlain(table.get(i)) as Record<string, unknown>;
+  }
+}
+
+export function toPlain(value: unknown): unknown {
+  if (value === null || value === undefined) return null;
+  if (typeof value === "bigint") {
+    return value <= BigInt(Number.MAX_SAFE_INTEGER) && value >= BigInt(Number.MIN_SAFE_INTEGER) ? Number(value) : value;
+  }
+  if (value instanceof Vector) return Array.from(value, toPlain);
+  if (value instanceof StructRow || (typeof value === "object" && value !== null && "toJSON" in value && !Array.isArray(value) && !(value instanceof Uint8Array))) {
+    const json = (value as { toJSON(): Record<string, unknown> }).toJSON();
+    const out: Record<string, unknown> = {};
+    for (const [key, child] of Object.entries(json)) out[key] = toPlain(child);
+    return out;
+  }
+  if (ArrayBuffer.isView(value) && !(value instanceof DataView)) return Array.from(value as unknown as ArrayLike<number>, (x) => toPlain(x));
+  if (Array.isArray(value)) return value.map(toPlain);
+  return value;
+}

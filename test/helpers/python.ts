@@ -1,0 +1,20 @@
+/** Runs Python snippets with the project's virtual environment (.venv), for cross-checks against pyarrow & co. */
+import { spawnSync } from "node:child_process";
+import { VENV_PYTHON, REPO_ROOT } from "./cli.js";
+
+export function runPython(args: string[], options: { input?: string; cwd?: string } = {}): { code: number; stdout: string; stderr: string } {
+  const result = spawnSync(VENV_PYTHON, args, {
+    cwd: options.cwd ?? REPO_ROOT,
+    input: options.input ?? "",
+    encoding: "utf8",
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  return { code: result.status ?? 1, stdout: result.stdout, stderr: result.stderr };
+}
+
+/** Runs `code` with python -c and parses its stdout as JSON; throws with stderr when it fails. */
+export function pythonJson<T = unknown>(code: string, args: string[] = []): T {
+  const result = runPython(["-c", code, ...args]);
+  if (result.code !== 0) throw new Error(`python failed (${result.code}):\n${result.stderr}`);
+  return JSON.parse(result.stdout) as T;
+}
