@@ -7,6 +7,9 @@ import { openAsBlob, promises as fs } from "node:fs";
 import {
   DataType,
   makeBuilder,
+  makeData,
+  RecordBatch,
+  Struct,
   Schema,
   Table,
   tableFromIPC,
@@ -35,13 +38,13 @@ export function rowsToTable(
   schema: Schema,
   metadata: Record<string, string> = {},
 ): Table {
-  const columns: Record<string, Vector> = {};
-  for (const field of schema.fields) columns[field.name] = buildColumn(field, rows);
-  const table = new Table(columns);
-  // The Table constructor derives field nullability itself: restore the schema, with the file's metadata on it
-  // (pyarrow and HF `datasets` read schema metadata from the arrow schema stored in the file).
-  const merged = new Map([...schema.metadata, ...Object.entries(metadata)]);
-  return new Table(new Schema(schema.fields, merged), table.batches);
+  // pyarrow and HF `datasets` read schema metadata from the arrow schema stored in the file, so it goes there.
+  const withMetadata = new Schema(schema.fields, new Map([...schema.metadata, ...Object.entries(metadata)]));
+  const children = schema.fields.map((field) => buildColumn(field, rows).data[0]!);
+  // Assemble the batch from our schema directly: the Table({name: vector}) constructor would re-derive field
+  // nullability and lose the schema's choices.
+  const data = makeData({ type: new Struct(schema.fields), length: rows.length, nullCount: 0, children });
+  return new Table(withMetadata, [new RecordBatch(withMetadata, data)]);
 }
 
 function buildColumn(field: Field, rows: readonly Record<string, unknown>[]): Vector {

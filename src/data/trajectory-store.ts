@@ -1,0 +1,298 @@
+/**
+ * Trajectory files on disk, written as rollouts finish and safe against a crash at any moment.
+ *
+ * - `.jsonl`: one line per trajectory, appended with a write(2) each, so a killed run keeps every finished line.
+ * - `.parquet`: while running, finished trajectories go to `<file>.parts/pending.jsonl` (appended as above) and,
+ *   every `rowGroupSize` of them, into a complete parquet part (`part-000001.parquet`, written atomically). `close()`
+ *   streams the parts into `<file>` (one row group per part) and removes the folder. A killed run leaves the folder;
+ *   `--resume` picks it up, and every reader here reads it too.
+ * Readers de-duplicate on `id`, so the one crash window (a part written, its pending lines not yet cleared) never
+ * yields a trajectory twice.
+ */
+import { closeSync, fstatSync, ftruncateSync, openSync, openAsBlob, promises as fs, readSync, writeSync } from "node:fs";
+import path from "node:path";
+import * as parquet from "parquet-wasm";
+import { InputError, RefusedError } from "../errors.js";
+import { pathExists, temporarySibling } from "./atomic.js";
+import { readJsonLines } from "./jsonl.js";
+import { streamParquetRows, writeParquetRows } from "./parquet.js";
+import { trajectoryArrowSchema, trajectorySchema, type Trajectory } from "./trajectory.js";
+import { formatIssues } from "./verl-rows.js";
+
+export type TrajectoryFormat = "parquet" | "jsonl";
+
+export function trajectoryFormatOf(file: string): TrajectoryFormat {
+  if (file.endsWith(".parquet") || file.endsWith(".parquet.parts")) return "parquet";
+  if (file.endsWith(".jsonl") || file.endsWith(".json")) return "jsonl";
+  throw new InputError(`${file}: unknown trajectory file type`, { hint: "use a .parquet or .jsonl file name" });
+}
+
+export interface OpenOptions {
+  /** Keep what an earlier run wrote and report its ids, so the caller skips them. */
+  resume?: boolean;
+  /** Replace an existing output. */
+  force?: boolean;
+  /** Trajectories per parquet part (row group). */
+  rowGroupSize?: number;
+}
+
+export interface TrajectoryWriter {
+  readonly file: string;
+  /** Ids already on disk when the writer was opened with `resume`. */
+  readonly existingIds: ReadonlySet<string>;
+  /** Trajectories written by this writer. */
+  readonly written: number;
+  write(trajectory: Trajectory): Promise<void>;
+  /** Finishes the file. Safe to call once; after a crash, reopening with `resume` finishes it instead. */
+  close(): Promise<void>;
+}
+
+export async function openTrajectoryWriter(file: string, options: OpenOptions = {}): Promise<TrajectoryWriter> {
+  await fs.mkdir(path.dirname(path.resolve(file)), { recursive: true });
+  return trajectoryFormatOf(file) === "jsonl" ? openJsonl(file, options) : openParquet(file, options);
+}
+
+function refuseExisting(what: string): never {
+  throw new RefusedError(`output already exists: ${what}`, {
+    hint: "pass --resume to continue it, --force to replace it, or choose another --out",
+  });
+}
+
+function parseTrajectory(value: unknown, place: string): Trajectory {
+  const parsed = trajectorySchema.safeParse(value);
+  if (!parsed.success) throw new InputError(`${place}: not a trajectory record: ${formatIssues(parsed.error)}`);
+  return parsed.data;
+}
+
+/** Appends lines with write(2); on open, drops a torn last line left by a kill mid-write. */
+class LineAppender {
+  private fd: number;
+  constructor(readonly file: string) {
+    this.fd = openSync(file, "a+");
+    dropTornLastLine(this.fd);
+  }
+  append(line: string): void {
+    writeSync(this.fd, `${line}\n`);
+  }
+  truncate(): void {
+    ftruncateSync(this.fd, 0);
+  }
+  close(): void {
+    closeSync(this.fd);
+  }
+}
+
+function dropTornLastLine(fd: number): void {
+  const size = fstatSync(fd).size;
+  if (size === 0) return;
+  const tail = Buffer.alloc(Math.min(size, 1 << 20));
+  readSync(fd, tail, 0, tail.length, size - tail.length);
+  if (tail[tail.length - 1] === 0x0a) return;
+  const lastNewline = tail.lastIndexOf(0x0a);
+  ftruncateSync(fd, lastNewline < 0 ? size - tail.length : size - tail.length + lastNewline + 1);
+}
+
+async function openJsonl(file: string, options: OpenOptions): Promise<TrajectoryWriter> {
+  const existingIds = new Set<string>();
+  if (await pathExists(file)) {
+    if (options.force && !options.resume) await fs.rm(file);
+    else if (!options.resume) {
+      if ((await fs.stat(file)).size > 0) refuseExisting(file);
+    } else {
+      const appender = new LineAppender(file); // drops a torn last line before we read
+      appender.close();
+      for await (const t of readJsonlTrajectories(file)) existingIds.add(t.id);
+    }
+  }
+  const appender = new LineAppender(file);
+  let written = 0;
+  return {
+    file,
+    existingIds,
+    get written() {
+      return written;
+    },
+    async write(trajectory) {
+      appender.append(JSON.stringify(trajectory));
+      written += 1;
+    },
+    async close() {
+      appender.close();
+    },
+  };
+}
+
+function partsDirOf(file: string): string {
+  return `${file}.parts`;
+}
+
+async function openParquet(file: string, options: OpenOptions): Promise<TrajectoryWriter> {
+  const partsDir = partsDirOf(file);
+  const rowGroupSize = options.rowGroupSize ?? 256;
+  const fileExists = await pathExists(file);
+  const partsExist = await pathExists(partsDir);
+  if (!options.resume && (fileExists || partsExist)) {
+    if (!options.force) refuseExisting(partsExist ? partsDir : file);
+    await fs.rm(file, { force: true });
+    await fs.rm(partsDir, { recursive: true, force: true });
+  }
+  await fs.mkdir(partsDir, { recursive: true });
+  // A finished file being resumed becomes the first part, so new trajectories join it on close.
+  if (options.resume && fileExists) await fs.rename(file, path.join(partsDir, "part-000000.parquet"));
+
+  const existingIds = new Set<string>();
+  const pending: Trajectory[] = [];
+  for await (const t of readParts(partsDir, { includePending: false })) existingIds.add(t.id);
+  const pendingFile = path.join(partsDir, "pending.jsonl");
+  if (await pathExists(pendingFile)) {
+    new LineAppender(pendingFile).close();
+    for await (const t of readJsonlTrajectories(pendingFile)) {
+      if (existingIds.has(t.id)) continue;
+      existingIds.add(t.id);
+      pending.push(t);
+    }
+  }
+  const appender = new LineAppender(pendingFile);
+  let nextPart = (await listParts(partsDir)).length === 0 ? 1 : partNumber((await listParts(partsDir)).at(-1)!) + 1;
+  let written = 0;
+  let chain: Promise<void> = Promise.resolve();
+
+  const flushPart = async (): Promise<void> => {
+    if (pending.length === 0) return;
+    const name = path.join(partsDir, `part-${String(nextPart).padStart(6, "0")}.parquet`);
+    nextPart += 1;
+    await writeParquetRows(name, pending, trajectoryArrowSchema, { compression: "zstd" });
+    pending.length = 0;
+    appender.truncate();
+  };
+
+  return {
+    file,
+    existingIds,
+    get written() {
+      return written;
+    },
+    write(trajectory) {
+      appender.append(JSON.stringify(trajectory));
+      pending.push(trajectory);
+      written += 1;
+      if (pending.length >= rowGroupSize) chain = chain.then(flushPart);
+      return chain;
+    },
+    async close() {
+      await chain;
+      await flushPart();
+      appender.close();
+      await mergeParts(partsDir, file, rowGroupSize);
+      await fs.rm(partsDir, { recursive: true, force: true });
+    },
+  };
+}
+
+async function listParts(partsDir: string): Promise<string[]> {
+  const names = await fs.readdir(partsDir).catch(() => [] as string[]);
+  return names.filter((n) => /^part-\d+\.parquet$/.test(n)).sort();
+}
+
+function partNumber(name: string): number {
+  return Number(/part-(\d+)/.exec(name)?.[1] ?? 0);
+}
+
+/** Streams every part's record batches into one parquet file (written beside it, then renamed), in row groups of
+ * `rowGroupSize` rows so readers can stream it with bounded memory. */
+async function mergeParts(partsDir: string, file: string, rowGroupSize: number): Promise<void> {
+  const parts = await listParts(partsDir);
+  const temp = temporarySibling(file);
+  if (parts.length === 0) {
+    await writeParquetRows(file, [], trajectoryArrowSchema, { compression: "zstd" });
+    return;
+  }
+  let partIndex = 0;
+  let reader: ReadableStreamDefaultReader<parquet.RecordBatch> | undefined;
+  const batches = new ReadableStream<parquet.RecordBatch>({
+    async pull(controller) {
+      for (;;) {
+        if (!reader) {
+          if (partIndex >= parts.length) {
+            controller.close();
+            return;
+          }
+          const handle = await parquet.ParquetFile.fromFile(await openAsBlob(path.join(partsDir, parts[partIndex++]!)));
+          reader = ((await handle.stream()) as ReadableStream<parquet.RecordBatch>).getReader();
+        }
+        const next = await reader.read();
+        if (next.done) {
+          reader = undefined;
+          continue;
+        }
+        controller.enqueue(next.value);
+        return;
+      }
+    },
+  });
+  const props = new parquet.WriterPropertiesBuilder()
+    .setCompression(parquet.Compression.ZSTD)
+    .setMaxRowGroupSize(rowGroupSize)
+    .build();
+  const bytes = (await parquet.transformParquetStream(batches, props)) as ReadableStream<Uint8Array>;
+  const handle = await fs.open(temp, "wx");
+  try {
+    for await (const chunk of bytes as unknown as AsyncIterable<Uint8Array>) await handle.write(chunk);
+    await handle.sync();
+    await handle.close();
+    await fs.rename(temp, file);
+  } catch (err) {
+    await handle.close().catch(() => undefined);
+    await fs.rm(temp, { force: true });
+    throw err;
+  }
+}
+
+async function* readJsonlTrajectories(file: string): AsyncGenerator<Trajectory> {
+  for await (const { line, value, error } of readJsonLines(file)) {
+    if (error) throw new InputError(`${file}:${line}: ${error}`);
+    yield parseTrajectory(value, `${file}:${line}`);
+  }
+}
+
+async function* readParts(partsDir: string, options: { includePending: boolean }): AsyncGenerator<Trajectory> {
+  const seen = new Set<string>();
+  for (const part of await listParts(partsDir)) {
+    const file = path.join(partsDir, part);
+    for await (const { index, row } of streamParquetRows(file)) {
+      const t = parseTrajectory(row, `${file}: row ${index}`);
+      if (seen.has(t.id)) continue;
+      seen.add(t.id);
+      yield t;
+    }
+  }
+  const pendingFile = path.join(partsDir, "pending.jsonl");
+  if (options.includePending && (await pathExists(pendingFile))) {
+    for await (const t of readJsonlTrajectories(pendingFile)) {
+      if (seen.has(t.id)) continue;
+      seen.add(t.id);
+      yield t;
+    }
+  }
+}
+
+/**
+ * Reads trajectories from a .jsonl file, a .parquet file, or an unfinished parquet output (its `.parts` folder),
+ * streaming: memory stays bounded by one parquet batch.
+ */
+export async function* readTrajectories(file: string): AsyncGenerator<Trajectory> {
+  const format = trajectoryFormatOf(file);
+  if (format === "jsonl") {
+    if (!(await pathExists(file))) throw new InputError(`${file}: no such file`);
+    yield* readJsonlTrajectories(file);
+    return;
+  }
+  const partsDir = file.endsWith(".parts") ? file : partsDirOf(file);
+  const finalFile = file.endsWith(".parts") ? file.slice(0, -".parts".length) : file;
+  if (await pathExists(partsDir)) {
+    yield* readParts(partsDir, { includePending: true });
+    return;
+  }
+  if (!(await pathExists(finalFile))) throw new InputError(`${file}: no such file`);
+  for await (const { index, row } of streamParquetRows(finalFile)) yield parseTrajectory(row, `${finalFile}: row ${index}`);
+}

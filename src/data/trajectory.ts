@@ -1,0 +1,162 @@
+/**
+ * The trajectory record: one per rollout sample, token for token what the engine saw and sampled, plus everything a
+ * person needs to read it (segments with text, tool calls, rewards and their parts, timings). docs/trajectory-format.md
+ * describes every field; this file is the single source of the schema, for JSONL and parquet alike.
+ */
+import { Field, Float32, Float64, Int8, Int32, Int64, List, Schema, Struct, Utf8 } from "apache-arrow";
+import { z } from "zod";
+
+export const TRAJECTORY_FORMAT_VERSION = 1;
+
+export const SEGMENT_KINDS = ["prompt", "assistant", "tool", "user", "bridge"] as const;
+export type SegmentKind = (typeof SEGMENT_KINDS)[number];
+
+/** How a trajectory ended. `completed`: a natural end; `truncated`: a length budget cut it; `aborted`: cancelled
+ * (deadline, over-sampling, Ctrl-C); `failed`: an error we could not turn into an observation (server down...). */
+export const TRAJECTORY_STATUSES = ["completed", "truncated", "aborted", "failed"] as const;
+export type TrajectoryStatus = (typeof TRAJECTORY_STATUSES)[number];
+
+export const segmentSchema = z.object({
+  /** prompt | assistant | tool | user | bridge (template tokens between turns, mask 0). */
+  kind: z.enum(SEGMENT_KINDS),
+  /** Assistant turn number this segment belongs to or follows (0-based). */
+  turn: z.number().int(),
+  /** Token span [start, end) in response_ids (for kind prompt: in prompt_ids). */
+  start: z.number().int(),
+  end: z.number().int(),
+  text: z.string(),
+  /** Tool segments: the tool's name and its arguments as JSON text. */
+  tool_name: z.string().nullish(),
+  arguments: z.string().nullish(),
+  latency_ms: z.number().nullish(),
+  /** Tool or parse error, when this segment reports one. */
+  error: z.string().nullish(),
+  /** Assistant segments: the engine's finish reason for this turn (stop, length, abort). */
+  finish_reason: z.string().nullish(),
+});
+export type TrajectorySegment = z.infer<typeof segmentSchema>;
+
+export const trajectorySchema = z.object({
+  format_version: z.number().int(),
+  /** `<data_index>:<sample_index>`: unique within a rollout; what --resume de-duplicates on. */
+  id: z.string(),
+  data_index: z.number().int(),
+  sample_index: z.number().int(),
+  /** Shared by the n samples of one prompt (GRPO's uid). */
+  group_id: z.string(),
+  data_source: z.string(),
+  ground_truth: z.string().nullish(),
+  status: z.enum(TRAJECTORY_STATUSES),
+  /** Why it ended: stop, length, abort, max_assistant_turns, max_user_turns, response_budget, interaction_done, deadline, error. */
+  finish_reason: z.string(),
+  error: z.string().nullish(),
+
+  prompt_ids: z.array(z.number().int()),
+  response_ids: z.array(z.number().int()),
+  /** 1 on tokens the engine sampled (trained on), 0 on everything else; aligned with response_ids. */
+  response_mask: z.array(z.number().int()),
+  /** The engine's logprob of each sampled token; 0 where the mask is 0. */
+  response_logprobs: z.array(z.number()),
+  /** Log-probs the trainer computed for the same tokens, when a training step filled them in. */
+  trainer_logprobs: z.array(z.number()).nullish(),
+  segments: z.array(segmentSchema),
+  /** The conversation as chat messages (JSON text), for reading and for the drift check. */
+  messages: z.string(),
+
+  reward: z.number(),
+  score: z.number(),
+  tool_rewards: z.array(z.number()),
+  turn_scores: z.array(z.number()),
+  /** Extra reward parts from a user's reward module (JSON text). */
+  reward_extra: z.string().nullish(),
+  advantage: z.number().nullish(),
+
+  num_turns: z.number().int(),
+  assistant_turns: z.number().int(),
+  user_turns: z.number().int(),
+  tool_calls: z.number().int(),
+  tool_errors: z.number().int(),
+  parse_errors: z.number().int(),
+  /** Drift check of the accumulated tokens against a full template render: match, drift, whitespace_only, skipped. */
+  drift: z.string(),
+  drift_detail: z.string().nullish(),
+
+  server: z.string().nullish(),
+  /** The engine's weight_version when the first and last turns were generated. */
+  weight_version: z.string().nullish(),
+  step: z.number().int().nullish(),
+  started_at: z.number(),
+  gen_ms: z.number(),
+  tool_ms: z.number(),
+  total_ms: z.number(),
+  retries: z.number().int(),
+});
+export type Trajectory = z.infer<typeof trajectorySchema>;
+
+export function trajectoryKey(dataIndex: number, sampleIndex: number): string {
+  return `${dataIndex}:${sampleIndex}`;
+}
+
+const f = (name: string, type: ConstructorParameters<typeof Field>[1], nullable = false) => new Field(name, type, nullable);
+const str = (name: string, nullable = false) => f(name, new Utf8(), nullable);
+const i32 = (name: string, nullable = false) => f(name, new Int32(), nullable);
+const f64 = (name: string, nullable = false) => f(name, new Float64(), nullable);
+const list = (name: string, element: ConstructorParameters<typeof Field>[1], nullable = false) =>
+  f(name, new List(new Field("element", element, false)), nullable);
+
+/** The parquet layout of a trajectory: token arrays as list<int32>/list<int8>/list<float32>, segments as structs. */
+export const trajectoryArrowSchema = new Schema([
+  i32("format_version"),
+  str("id"),
+  f("data_index", new Int64()),
+  i32("sample_index"),
+  str("group_id"),
+  str("data_source"),
+  str("ground_truth", true),
+  str("status"),
+  str("finish_reason"),
+  str("error", true),
+  list("prompt_ids", new Int32()),
+  list("response_ids", new Int32()),
+  list("response_mask", new Int8()),
+  list("response_logprobs", new Float32()),
+  list("trainer_logprobs", new Float32(), true),
+  list(
+    "segments",
+    new Struct([
+      str("kind"),
+      i32("turn"),
+      i32("start"),
+      i32("end"),
+      str("text"),
+      str("tool_name", true),
+      str("arguments", true),
+      f64("latency_ms", true),
+      str("error", true),
+      str("finish_reason", true),
+    ]),
+  ),
+  str("messages"),
+  f64("reward"),
+  f64("score"),
+  list("tool_rewards", new Float64()),
+  list("turn_scores", new Float64()),
+  str("reward_extra", true),
+  f64("advantage", true),
+  i32("num_turns"),
+  i32("assistant_turns"),
+  i32("user_turns"),
+  i32("tool_calls"),
+  i32("tool_errors"),
+  i32("parse_errors"),
+  str("drift"),
+  str("drift_detail", true),
+  str("server", true),
+  str("weight_version", true),
+  i32("step", true),
+  f64("started_at"),
+  f64("gen_ms"),
+  f64("tool_ms"),
+  f64("total_ms"),
+  i32("retries"),
+]);

@@ -1,0 +1,53 @@
+import { TRAJECTORY_FORMAT_VERSION, trajectoryKey, type Trajectory } from "../../src/data/trajectory.js";
+
+/** A small, valid trajectory record whose fields vary with `i`, for store and viewer tests. */
+export function makeTrajectory(i: number, overrides: Partial<Trajectory> = {}): Trajectory {
+  const dataIndex = Math.floor(i / 2);
+  const sampleIndex = i % 2;
+  return {
+    format_version: TRAJECTORY_FORMAT_VERSION,
+    id: trajectoryKey(dataIndex, sampleIndex),
+    data_index: dataIndex,
+    sample_index: sampleIndex,
+    group_id: String(dataIndex),
+    data_source: "openai/gsm8k",
+    ground_truth: String(i),
+    status: "completed",
+    finish_reason: "stop",
+    error: null,
+    prompt_ids: [1, 2, 3, i],
+    response_ids: [10, 11, 12, 13, 14],
+    response_mask: [1, 1, 0, 0, 1],
+    response_logprobs: [-0.5, -0.25, 0, 0, -1],
+    trainer_logprobs: null,
+    segments: [
+      { kind: "assistant", turn: 0, start: 0, end: 2, text: "hi", tool_name: null, arguments: null, latency_ms: null, error: null, finish_reason: "stop" },
+      { kind: "tool", turn: 0, start: 2, end: 4, text: "result", tool_name: "calc", arguments: '{"x":1}', latency_ms: 3.5, error: null, finish_reason: null },
+      { kind: "assistant", turn: 1, start: 4, end: 5, text: "bye", tool_name: null, arguments: null, latency_ms: null, error: null, finish_reason: "stop" },
+    ],
+    messages: JSON.stringify([{ role: "user", content: `q${i}` }]),
+    reward: i % 3 === 0 ? 1 : 0,
+    score: i % 3 === 0 ? 1 : 0,
+    tool_rewards: [-0.05],
+    turn_scores: [],
+    reward_extra: null,
+    advantage: null,
+    num_turns: 3,
+    assistant_turns: 2,
+    user_turns: 1,
+    tool_calls: 1,
+    tool_errors: 0,
+    parse_errors: 0,
+    drift: "match",
+    drift_detail: null,
+    server: "http://127.0.0.1:1",
+    weight_version: "default",
+    step: null,
+    started_at: 1_700_000_000_000 + i,
+    gen_ms: 10,
+    tool_ms: 3.5,
+    total_ms: 14,
+    retries: 0,
+    ...overrides,
+  };
+}
