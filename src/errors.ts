@@ -67,3 +67,12 @@ export function describeError(err: unknown): string {
   if (err instanceof Error) return `error: ${err.message}`;
   return `error: ${String(err)}`;
 }
+
+/** Ends the CLI with a given exit code after the command has already told the user what happened. */
+export class ExitError extends AgentrlError {
+  override readonly exitCode: number;
+  constructor(exitCode: number, message = "") {
+    super(message);
+    this.exitCode = exitCode;
+  }
+}

@@ -4,7 +4,7 @@
  */
 import { readFileSync } from "node:fs";
 import { Command, CommanderError } from "commander";
-import { describeError } from "../errors.js";
+import { describeError, ExitError } from "../errors.js";
 import { registerPreprocess } from "./commands/preprocess.js";
 import { registerRollout } from "./commands/rollout.js";
 import { registerTrain } from "./commands/train.js";
@@ -80,7 +80,7 @@ export async function main(argv: string[]): Promise<number> {
       process.stderr.write(`${line}\nhint: run 'agentrl --help' or 'agentrl <command> --help' for usage\n`);
       return 2;
     }
-    process.stderr.write(`${describeError(err)}\n`);
+    if (!(err instanceof ExitError && err.message === "")) process.stderr.write(`${describeError(err)}\n`);
     if (process.env.AGENTRL_DEBUG && err instanceof Error && err.stack) process.stderr.write(`${err.stack}\n`);
     const code = (err as { exitCode?: unknown }).exitCode;
     return typeof code === "number" ? code : 1;

@@ -36,6 +36,22 @@ export const segmentSchema = z.object({
 });
 export type TrajectorySegment = z.infer<typeof segmentSchema>;
 
+export const toolCallRecordSchema = z.object({
+  /** The assistant turn (0-based) that made the call. */
+  turn: z.number().int(),
+  name: z.string(),
+  /** Arguments as JSON text (as parsed; `{}` when they could not be parsed). */
+  arguments: z.string(),
+  /** The observation text the model got back (after truncation). */
+  response: z.string(),
+  latency_ms: z.number(),
+  step_reward: z.number().nullish(),
+  /** Error kind (timeout, exception, bad_output, unknown_tool, parse error kinds...), null on success. */
+  error_kind: z.string().nullish(),
+  error: z.string().nullish(),
+});
+export type ToolCallRecord = z.infer<typeof toolCallRecordSchema>;
+
 export const trajectorySchema = z.object({
   format_version: z.number().int(),
   /** `<data_index>:<sample_index>`: unique within a rollout; what --resume de-duplicates on. */
@@ -60,6 +76,8 @@ export const trajectorySchema = z.object({
   /** Log-probs the trainer computed for the same tokens, when a training step filled them in. */
   trainer_logprobs: z.array(z.number()).nullish(),
   segments: z.array(segmentSchema),
+  /** Every tool call, in order, with its result, latency and error. */
+  calls: z.array(toolCallRecordSchema),
   /** The conversation as chat messages (JSON text), for reading and for the drift check. */
   messages: z.string(),
 
@@ -134,6 +152,19 @@ export const trajectoryArrowSchema = new Schema([
       f64("latency_ms", true),
       str("error", true),
       str("finish_reason", true),
+    ]),
+  ),
+  list(
+    "calls",
+    new Struct([
+      i32("turn"),
+      str("name"),
+      str("arguments"),
+      str("response"),
+      f64("latency_ms"),
+      f64("step_reward", true),
+      str("error_kind", true),
+      str("error", true),
     ]),
   ),
   str("messages"),

@@ -25,6 +25,7 @@ export function makeTrajectory(i: number, overrides: Partial<Trajectory> = {}): 
       { kind: "tool", turn: 0, start: 2, end: 4, text: "result", tool_name: "calc", arguments: '{"x":1}', latency_ms: 3.5, error: null, finish_reason: null },
       { kind: "assistant", turn: 1, start: 4, end: 5, text: "bye", tool_name: null, arguments: null, latency_ms: null, error: null, finish_reason: "stop" },
     ],
+    calls: [{ turn: 0, name: "calc", arguments: '{"x":1}', response: "result", latency_ms: 3.5, step_reward: -0.05, error_kind: null, error: null }],
     messages: JSON.stringify([{ role: "user", content: `q${i}` }]),
     reward: i % 3 === 0 ? 1 : 0,
     score: i % 3 === 0 ? 1 : 0,

@@ -1,9 +1,83 @@
-import type { Command } from "commander";
-import { notYetAvailable } from "./not-yet.js";
+import { Command } from "commander";
+import { UsageError } from "../../errors.js";
+
+const collect = (value: string, previous: string[] = []) => [...previous, value];
+const positiveInt = (flag: string) => (value: string) => {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n <= 0) throw new UsageError(`${flag} must be a positive integer, got '${value}'`);
+  return n;
+};
+const nonNegativeNumber = (flag: string) => (value: string) => {
+  const n = Number(value);
+  if (!Number.isFinite(n) || n < 0) throw new UsageError(`${flag} must be a number ≥ 0, got '${value}'`);
+  return n;
+};
+
+export interface RolloutFlags {
+  config?: string;
+  data?: string;
+  model?: string;
+  server?: string[];
+  tools?: string;
+  interaction?: string;
+  n?: number;
+  concurrency?: number;
+  limit?: number;
+  out?: string;
+  format?: string;
+  temperature?: number;
+  maxTurns?: number;
+  reward?: string;
+  seed?: number;
+  set?: string[];
+  apiKey?: string;
+  resume?: boolean;
+  force?: boolean;
+  dryRun?: boolean;
+  json?: boolean;
+  quiet?: boolean;
+}
 
 export function registerRollout(program: Command): void {
   program
     .command("rollout")
     .description("Run asynchronous multi-turn rollouts against SGLang servers and write token-level trajectories")
-    .action(() => notYetAvailable("rollout", 4));
+    .option("-c, --config <file>", "rollout config YAML (verl key names); flags override it")
+    .option("-d, --data <file>", "dataset parquet in verl's schema (data.path)")
+    .option("-m, --model <dir>", "model folder with tokenizer.json and the chat template (actor_rollout_ref.model.path)")
+    .option("-s, --server <url>", "SGLang server or router URL; repeat for several servers", collect)
+    .option("--tools <yaml>", "tool config in verl's format (multi_turn.tool_config_path)")
+    .option("--interaction <yaml>", "interaction config in verl's format (multi_turn.interaction_config_path)")
+    .option("-n, --n <n>", "samples per prompt (rollout.n)", positiveInt("--n"))
+    .option("--concurrency <c>", "trajectories in flight at once (rollout.max_concurrency)", positiveInt("--concurrency"))
+    .option("--limit <n>", "use only the first N prompts (data.limit)", positiveInt("--limit"))
+    .option("-o, --out <file>", "trajectory file, .parquet or .jsonl (output.path)")
+    .option("--format <parser>", "function-call format: auto, qwen25, hermes, llama3, mistral, deepseekv3, pythonic")
+    .option("--temperature <t>", "sampling temperature; 0 = greedy", nonNegativeNumber("--temperature"))
+    .option("--max-turns <n>", "most assistant turns per trajectory (multi_turn.max_assistant_turns)", positiveInt("--max-turns"))
+    .option("--reward <module>", "JS module exporting computeScore (custom_reward_function.path)")
+    .option("--seed <n>", "seed for per-request sampling seeds", (v) => Number.parseInt(v, 10))
+    .option("--set <key=value>", "override any config key, e.g. --set actor_rollout_ref.rollout.multi_turn.max_user_turns=3", collect)
+    .option("--api-key <key>", "API key of the servers (prefer the SGLANG_API_KEY environment variable: flags show in ps)")
+    .option("--resume", "continue an interrupted --out file: finished trajectories are kept and not redone")
+    .option("--force", "replace an existing --out file")
+    .option("--dry-run", "print the effective config and what it implies, then exit")
+    .option("--json", "print the closing summary as JSON on stdout")
+    .option("-q, --quiet", "no live progress")
+    .addHelpText(
+      "after",
+      `
+Examples:
+  $ agentrl rollout --data data/gsm8k/test.parquet --model ./Qwen2.5-3B-Instruct \\
+      --server http://127.0.0.1:30000 --tools tool-configs/gsm8k_tool_config.yaml --n 4 --out out/rollout.parquet
+  $ agentrl rollout --config rollout.yaml --set actor_rollout_ref.rollout.n=8 --dry-run
+  $ agentrl rollout --config rollout.yaml --resume        # after a crash or Ctrl-C: no duplicates, nothing lost
+
+Every trajectory ends completed, truncated (a length budget), aborted (deadline, Ctrl-C) or failed (with the
+reason). Exit code: 0 when none failed, 1 when some failed, 2 for bad flags or config, 130 on Ctrl-C.`,
+    )
+    .action(async (flags: RolloutFlags) => {
+      const { runRolloutCommand } = await import("../rollout-view.js");
+      await runRolloutCommand(flags);
+    });
 }

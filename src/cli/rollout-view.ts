@@ -1,0 +1,227 @@
+/**
+ * `agentrl rollout`: merges config file, --set and flags, validates, then runs the rollout with live progress on
+ * stderr and a closing summary (tables, or JSON with --json) on stdout.
+ */
+import { dump as dumpYaml } from "js-yaml";
+import ora from "ora";
+import { ExitError, UsageError } from "../errors.js";
+import { readParquetInfo } from "../data/parquet.js";
+import { openTrajectoryWriter } from "../data/trajectory-store.js";
+import { rolloutConfigSchema, type RolloutConfig } from "../rollout/config.js";
+import { runRollout } from "../rollout/run-rollout.js";
+import { readPrompts } from "../rollout/sample.js";
+import { loadRolloutParts, makeClient, readApiKey } from "../rollout/setup.js";
+import type { RolloutSummary } from "../rollout/stats.js";
+import type { RolloutFlags } from "./commands/rollout.js";
+import { applySets, readYamlConfig, setPath, validateConfig, type ConfigTree } from "./config.js";
+import { formatDuration, makeTable, style } from "./term.js";
+
+/** The effective config: file, then --set, then flags (flags win). */
+export async function resolveRolloutConfig(flags: RolloutFlags): Promise<RolloutConfig> {
+  const tree: ConfigTree = flags.config ? await readYamlConfig(flags.config) : {};
+  applySets(tree, flags.set ?? []);
+  const rollout = "actor_rollout_ref.rollout";
+  const fromFlags: Array<[string, unknown]> = [
+    ["data.path", flags.data],
+    ["data.limit", flags.limit],
+    ["actor_rollout_ref.model.path", flags.model],
+    [`${rollout}.server.urls`, flags.server],
+    [`${rollout}.multi_turn.tool_config_path`, flags.tools],
+    [`${rollout}.multi_turn.interaction_config_path`, flags.interaction],
+    [`${rollout}.multi_turn.format`, flags.format],
+    [`${rollout}.multi_turn.max_assistant_turns`, flags.maxTurns],
+    [`${rollout}.n`, flags.n],
+    [`${rollout}.max_concurrency`, flags.concurrency],
+    [`${rollout}.temperature`, flags.temperature],
+    [`${rollout}.seed`, flags.seed],
+    ["custom_reward_function.path", flags.reward],
+    ["output.path", flags.out],
+  ];
+  for (const [key, value] of fromFlags) if (value !== undefined) setPath(tree, key, value);
+  return validateConfig(rolloutConfigSchema, tree, flags.config ?? "rollout config");
+}
+
+function requireSet(value: string | null, what: string, flag: string): string {
+  if (!value) throw new UsageError(`no ${what} given`, { hint: `pass ${flag}` });
+  return value;
+}
+
+interface Implications {
+  prompts: number | null;
+  trajectories: number | null;
+  requestsInFlight: number | null;
+  tokenBudgetPerTrajectory: number;
+}
+
+async function implicationsOf(config: RolloutConfig): Promise<Implications> {
+  const rollout = config.actor_rollout_ref.rollout;
+  let prompts: number | null = null;
+  if (config.data.path) {
+    try {
+      prompts = (await readParquetInfo(config.data.path)).numRows;
+      if (config.data.limit) prompts = Math.min(prompts, config.data.limit);
+    } catch {
+      prompts = null;
+    }
+  }
+  const trajectories = prompts === null ? null : prompts * rollout.n;
+  return {
+    prompts,
+    trajectories,
+    requestsInFlight: trajectories === null ? rollout.max_concurrency : Math.min(rollout.max_concurrency, trajectories),
+    tokenBudgetPerTrajectory: config.data.max_prompt_length + config.data.max_response_length,
+  };
+}
+
+function printDryRun(config: RolloutConfig, implied: Implications, json: boolean): void {
+  const rollout = config.actor_rollout_ref.rollout;
+  if (json) {
+    process.stdout.write(`${JSON.stringify({ config, implied }, null, 2)}\n`);
+    return;
+  }
+  process.stdout.write(`# effective config\n${dumpYaml(config, { lineWidth: 120 })}\n`);
+  const mt = rollout.multi_turn;
+  const lines = [
+    `prompts: ${implied.prompts ?? "unknown (no readable data.path)"}`,
+    `trajectories: ${implied.trajectories ?? "?"} (${rollout.n} per prompt)`,
+    `requests in flight: at most ${implied.requestsInFlight} (one per trajectory in flight, spread over ${rollout.server.urls.length || "no"} server(s))`,
+    `token budget per trajectory: ${config.data.max_prompt_length} prompt + ${config.data.max_response_length} response = ${implied.tokenBudgetPerTrajectory}; each turn may generate what is left of the response budget`,
+    `turns: ${mt.max_assistant_turns ?? "unlimited"} assistant, ${mt.max_user_turns ?? "unlimited"} tool/user; ${mt.max_parallel_calls} tool call(s) executed per turn`,
+    `deadlines: ${rollout.server.timeout}s per request, ${mt.tool_timeout}s per tool call, ${rollout.trajectory_timeout}s per trajectory; ${rollout.server.max_attempts} tries per request`,
+  ];
+  process.stdout.write(`# what it implies\n${lines.map((l) => `- ${l}`).join("\n")}\n`);
+}
+
+const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
+
+export function printRolloutSummary(summary: RolloutSummary, extra: { wallMs: number; out: string; skippedPrompts: number }): void {
+  const main = makeTable(["trajectories", "reward mean ± std", "accuracy", "tool calls / traj", "tool-call rate", "parse errors", "tool errors", "drift", "empty mask"]);
+  main.push([
+    summary.count,
+    `${summary.reward.mean.toFixed(3)} ± ${summary.reward.std.toFixed(3)}`,
+    pct(summary.accuracy),
+    summary.toolCallsPerTrajectory.toFixed(2),
+    pct(summary.toolCallRate),
+    pct(summary.parseErrorRate),
+    pct(summary.toolErrorRate),
+    summary.driftCount,
+    summary.emptyMaskCount,
+  ]);
+  process.stdout.write(`${main.toString()}\n`);
+  const statusTable = makeTable(["status", "count"]);
+  for (const [status, count] of Object.entries(summary.byStatus)) statusTable.push([status, count]);
+  const finishTable = makeTable(["finish reason", "count"]);
+  for (const [reason, count] of Object.entries(summary.finishReasons).sort((a, b) => b[1] - a[1])) finishTable.push([reason, count]);
+  const turnsTable = makeTable(["assistant turns", "trajectories"]);
+  for (const [turns, count] of Object.entries(summary.turnsHistogram).sort((a, b) => Number(a[0]) - Number(b[0]))) turnsTable.push([turns, count]);
+  process.stdout.write(`${statusTable.toString()}\n${finishTable.toString()}\n${turnsTable.toString()}\n`);
+  const seconds = extra.wallMs / 1000;
+  process.stdout.write(
+    `throughput: ${(summary.count / Math.max(seconds, 1e-9)).toFixed(2)} trajectories/s, ` +
+      `${Math.round(summary.sampledTokens / Math.max(seconds, 1e-9))} sampled tokens/s over ${formatDuration(extra.wallMs)}; ` +
+      `${summary.retries} request retries` +
+      (extra.skippedPrompts ? `; ${extra.skippedPrompts} prompt(s) skipped as too long` : "") +
+      `\ntrajectories: ${extra.out}\n`,
+  );
+}
+
+export async function runRolloutCommand(flags: RolloutFlags): Promise<void> {
+  const config = await resolveRolloutConfig(flags);
+  if (flags.dryRun) {
+    printDryRun(config, await implicationsOf(config), Boolean(flags.json));
+    return;
+  }
+  const dataPath = requireSet(config.data.path, "dataset", "--data FILE (or data.path)");
+  const modelPath = requireSet(config.actor_rollout_ref.model.path, "model folder", "--model DIR (or actor_rollout_ref.model.path)");
+  const rollout = config.actor_rollout_ref.rollout;
+  const apiKey = flags.apiKey ?? (await readApiKey(rollout.server.api_key_env));
+  const client = makeClient(rollout, apiKey);
+  const parts = await loadRolloutParts({ modelPath, rollout, rewardModulePath: config.custom_reward_function.path });
+  const writer = await openTrajectoryWriter(config.output.path, {
+    resume: Boolean(flags.resume),
+    force: Boolean(flags.force),
+    rowGroupSize: config.output.row_group_size,
+  });
+  const totalPrompts = (await readParquetInfo(dataPath)).numRows;
+  const total = Math.min(totalPrompts, config.data.limit ?? Infinity) * rollout.n;
+
+  const cancel = new AbortController();
+  let interrupts = 0;
+  const onSigint = () => {
+    interrupts += 1;
+    if (interrupts > 1) process.exit(130);
+    process.stderr.write("\ninterrupted: finishing the file (Ctrl-C again to quit at once)\n");
+    cancel.abort(new Error("interrupted"));
+  };
+  process.on("SIGINT", onSigint);
+  process.on("SIGTERM", onSigint);
+
+  const spinner = ora({ stream: process.stderr, isSilent: Boolean(flags.quiet) || !process.stderr.isTTY });
+  const started = performance.now();
+  let inFlight = 0;
+  const already = writer.existingIds.size;
+  spinner.start(`starting ${total - already} trajectories (${already} already done)`);
+  let result;
+  try {
+    result = await runRollout({
+      prompts: readPrompts(dataPath, config.data.limit),
+      n: rollout.n,
+      concurrency: rollout.max_concurrency,
+      context: {
+        model: parts.model,
+        client,
+        parser: parts.parser,
+        tools: parts.tools,
+        toolSchemas: parts.toolSchemas,
+        interactions: parts.interactions,
+        rewardFunction: parts.rewardFunction,
+        rollout,
+        maxPromptLength: config.data.max_prompt_length,
+        maxResponseLength: config.data.max_response_length,
+      },
+      signal: cancel.signal,
+      writer,
+      skipIds: writer.existingIds,
+      filterOverlongPrompts: config.data.filter_overlong_prompts,
+      onStart: () => {
+        inFlight += 1;
+      },
+      onTrajectory: (_t, stats) => {
+        inFlight -= 1;
+        const s = stats.summary();
+        const seconds = (performance.now() - started) / 1000;
+        const failed = s.byStatus.failed ?? 0;
+        spinner.text =
+          `${already + s.count}/${total} done | reward ${s.reward.mean.toFixed(3)} | acc ${pct(s.accuracy)} | ` +
+          `tool calls/traj ${s.toolCallsPerTrajectory.toFixed(2)} | errors ${failed} failed, ${pct(s.toolErrorRate)} tool | ` +
+          `${Math.round(s.sampledTokens / Math.max(seconds, 1e-9))} tok/s | in flight ${inFlight}`;
+      },
+    });
+  } finally {
+    process.off("SIGINT", onSigint);
+    process.off("SIGTERM", onSigint);
+    spinner.stop();
+    // Finish the file even on failure: everything written so far stays readable and resumable.
+    await writer.close().catch(() => undefined);
+    await parts.close();
+    await client.close();
+  }
+  const wallMs = performance.now() - started;
+  const summary = result.stats.summary();
+  const engine = client.stats();
+  if (flags.json) {
+    process.stdout.write(
+      `${JSON.stringify({ summary, out: config.output.path, wall_ms: wallMs, resumed: already, skipped_prompts: result.skippedPrompts, cancelled: result.cancelled, cancelled_in_flight: result.cancelledInFlight, engine }, null, 2)}\n`,
+    );
+  } else {
+    printRolloutSummary(summary, { wallMs, out: config.output.path, skippedPrompts: result.skippedPrompts });
+  }
+  if (result.cancelled) {
+    process.stderr.write(style.yellow(`cancelled: ${result.cancelledInFlight} trajectories in flight were dropped; run again with --resume to finish\n`));
+    throw new ExitError(130);
+  }
+  const failed = summary.byStatus.failed ?? 0;
+  if (failed > 0) {
+    throw new ExitError(1, `${failed} of ${summary.count} trajectories failed (see their error field: agentrl inspect ${config.output.path} --where status=failed)`);
+  }
+}

@@ -1,0 +1,102 @@
+/**
+ * The rollout's configuration, with verl's key names and meanings (verl.md §5, §8) so verl users feel at home.
+ * `agentrl rollout` validates the whole tree below; `agentrl train` embeds `actor_rollout_ref.rollout` unchanged.
+ * Every key has a default and a description; docs/config.md is generated from the same descriptions.
+ */
+import { z } from "zod";
+
+const seconds = (description: string, value: number) => z.number().positive().default(value).describe(`${description} (seconds)`);
+
+export const multiTurnSchema = z
+  .strictObject({
+    enable: z.boolean().default(true).describe("multi-turn rollouts (tools and interactions); false = one assistant turn"),
+    max_assistant_turns: z
+      .number().int().positive().nullable().default(null)
+      .describe("most engine generations per trajectory; null = no limit (verl agent loop)"),
+    max_user_turns: z
+      .number().int().nonnegative().nullable().default(null)
+      .describe("most tool or interaction turns per trajectory, counted together; null = no limit"),
+    max_parallel_calls: z
+      .number().int().positive().default(1)
+      .describe("tool calls executed per assistant turn; extra calls get an error observation (verl drops them silently)"),
+    max_tool_response_length: z
+      .number().int().positive().default(256)
+      .describe("characters of tool text kept (verl counts characters, not tokens)"),
+    tool_response_truncate_side: z
+      .enum(["left", "right", "middle"]).default("middle")
+      .describe("which part of a long tool response is kept: left = the start, right = the end, middle = both ends"),
+    tool_config_path: z.string().nullable().default(null).describe("tool YAML in verl's format"),
+    interaction_config_path: z.string().nullable().default(null).describe("interaction YAML in verl's format"),
+    format: z.string().default("auto").describe("function-call parser: auto, qwen25, hermes, llama3, mistral, deepseekv3, pythonic"),
+    tokenization_sanity_check_mode: z
+      .enum(["strict", "ignore_strippable", "disable"]).default("strict")
+      .describe("drift check of the token record against a full template render at the end of each trajectory"),
+    tool_timeout: seconds("default wall-clock limit of one tool call", 30),
+  })
+  .describe("actor_rollout_ref.rollout.multi_turn");
+
+export const serverSchema = z
+  .strictObject({
+    urls: z.array(z.string()).default([]).describe("SGLang server URLs, or one sglang router URL"),
+    worker_urls: z
+      .array(z.string()).nullable().default(null)
+      .describe("every worker URL behind a router, for weight updates and aborts (the router does not route them)"),
+    api_key_env: z.string().default("SGLANG_API_KEY").describe("environment variable holding the server's API key, if any"),
+    timeout: seconds("one /generate request, headers and body", 600),
+    connect_timeout: seconds("TCP connect", 10),
+    max_attempts: z.number().int().min(1).default(4).describe("tries per request (1 + retries) on connection errors, 429 and 5xx"),
+    retry_delay: z.number().nonnegative().default(0.5).describe("first backoff delay, doubled per retry, capped at 8 s (seconds)"),
+  })
+  .describe("actor_rollout_ref.rollout.server");
+
+export const rolloutSchema = z
+  .strictObject({
+    n: z.number().int().positive().default(1).describe("samples per prompt (GRPO group size)"),
+    temperature: z.number().nonnegative().default(1.0).describe("sampling temperature; 0 = greedy"),
+    top_p: z.number().gt(0).lte(1).default(1.0).describe("nucleus sampling"),
+    top_k: z.number().int().default(-1).describe("top-k sampling; -1 = all"),
+    max_concurrency: z
+      .number().int().positive().default(256)
+      .describe("trajectories in flight at once across all servers (each has at most one request in flight)"),
+    trajectory_timeout: seconds("wall-clock deadline of one whole trajectory; then it is aborted and recorded as such", 1800),
+    seed: z.number().int().nullable().default(null).describe("per-request sampling seeds derive from it when set"),
+    multi_turn: multiTurnSchema.prefault({}),
+    server: serverSchema.prefault({}),
+  })
+  .describe("actor_rollout_ref.rollout");
+
+export const rolloutConfigSchema = z.strictObject({
+  data: z
+    .strictObject({
+      path: z.string().nullable().default(null).describe("dataset parquet in verl's schema (agentrl preprocess writes one)"),
+      max_prompt_length: z.number().int().positive().default(1024).describe("tokens of the rendered prompt"),
+      max_response_length: z
+        .number().int().positive().default(1024)
+        .describe("tokens of the whole response: every assistant turn and every tool/user turn between them"),
+      filter_overlong_prompts: z.boolean().default(true).describe("skip prompts longer than max_prompt_length instead of failing"),
+      limit: z.number().int().positive().nullable().default(null).describe("use only the first N prompts"),
+    })
+    .prefault({}),
+  actor_rollout_ref: z
+    .strictObject({
+      model: z.strictObject({ path: z.string().nullable().default(null).describe("model folder: tokenizer and chat template") }).prefault({}),
+      rollout: rolloutSchema.prefault({}),
+    })
+    .prefault({}),
+  custom_reward_function: z
+    .strictObject({
+      path: z.string().nullable().default(null).describe("JS module with a reward function, verl's custom_reward_function.path"),
+      name: z.string().default("compute_score").describe("exported function name"),
+    })
+    .prefault({}),
+  output: z
+    .strictObject({
+      path: z.string().default("out/rollout.parquet").describe("trajectory file: .parquet or .jsonl"),
+      row_group_size: z.number().int().positive().default(256).describe("trajectories per parquet row group"),
+    })
+    .prefault({}),
+});
+
+export type RolloutConfig = z.infer<typeof rolloutConfigSchema>;
+export type RolloutSection = z.infer<typeof rolloutSchema>;
+export type MultiTurnConfig = z.infer<typeof multiTurnSchema>;

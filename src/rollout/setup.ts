@@ -1,0 +1,97 @@
+/**
+ * Builds what a rollout needs from a validated config: the chat model, the SGLang client, the function-call parser,
+ * tools, interactions and the reward function. Shared by `agentrl rollout` and `agentrl train`.
+ */
+import path from "node:path";
+import { readFile } from "node:fs/promises";
+import { loadChatModel, type ChatModel } from "../chat/index.js";
+import { readModelFiles } from "../chat/files.js";
+import { SglangClient } from "../engine/index.js";
+import { getParser, type FunctionCallParser } from "../parsers/index.js";
+import { loadToolRegistry, type ToolRegistry } from "../tools/index.js";
+import { loadInteractionRegistry, type InteractionRegistry } from "../interactions/index.js";
+import { loadRewardModule, type RewardFunction } from "../rewards/index.js";
+import { UsageError } from "../errors.js";
+import type { RolloutSection } from "./config.js";
+
+export interface RolloutParts {
+  model: ChatModel;
+  parser: FunctionCallParser;
+  tools: ToolRegistry | undefined;
+  toolSchemas: Record<string, unknown>[];
+  interactions: InteractionRegistry | undefined;
+  rewardFunction: { fn: RewardFunction; modulePath: string } | undefined;
+  close(): Promise<void>;
+}
+
+/** Loads the model's tokenizer and template, the parser, tools, interactions and reward module (no server needed). */
+export async function loadRolloutParts(options: {
+  modelPath: string;
+  rollout: RolloutSection;
+  rewardModulePath: string | null;
+  /** Folders that tool and interaction `class_name` module paths may load from. */
+  moduleDirs?: string[];
+}): Promise<RolloutParts> {
+  const model = await loadChatModel(options.modelPath);
+  const files = await readModelFiles(options.modelPath);
+  const parser = getParser(options.rollout.multi_turn.format, {
+    chatTemplate: files.chatTemplate,
+    specialTokens: files.tokenizerJson.added_tokens.map((t) => t.content),
+  });
+  const multiTurn = options.rollout.multi_turn;
+  const moduleDirs = options.moduleDirs ?? [];
+  const tools = multiTurn.tool_config_path
+    ? await loadToolRegistry(multiTurn.tool_config_path, { moduleDirs: [path.dirname(path.resolve(multiTurn.tool_config_path)), ...moduleDirs] })
+    : undefined;
+  let interactions: InteractionRegistry | undefined;
+  try {
+    interactions = multiTurn.interaction_config_path
+      ? await loadInteractionRegistry(multiTurn.interaction_config_path, {
+          moduleDirs: [path.dirname(path.resolve(multiTurn.interaction_config_path)), ...moduleDirs],
+        })
+      : undefined;
+  } catch (err) {
+    await tools?.close();
+    throw err;
+  }
+  const rewardFunction = options.rewardModulePath ? await loadRewardModule(options.rewardModulePath) : undefined;
+  return {
+    model,
+    parser,
+    tools,
+    toolSchemas: tools?.schemas() ?? [],
+    interactions,
+    rewardFunction,
+    async close() {
+      await tools?.close();
+    },
+  };
+}
+
+/** The API key: from the environment variable the config names, or a file given by <NAME>_FILE. Never logged. */
+export async function readApiKey(envName: string): Promise<string | undefined> {
+  const direct = process.env[envName];
+  if (direct) return direct.trim();
+  const file = process.env[`${envName}_FILE`];
+  if (file) return (await readFile(file, "utf8")).trim();
+  return undefined;
+}
+
+export function makeClient(rollout: RolloutSection, apiKey: string | undefined): SglangClient {
+  const server = rollout.server;
+  if (server.urls.length === 0) {
+    throw new UsageError("no inference server given", {
+      hint: "pass --server URL (repeat for several), set actor_rollout_ref.rollout.server.urls, or use --engine embedded",
+    });
+  }
+  return new SglangClient({
+    servers: server.urls,
+    ...(server.worker_urls ? { workers: server.worker_urls } : {}),
+    ...(apiKey ? { apiKey } : {}),
+    concurrency: rollout.max_concurrency,
+    connectTimeoutMs: server.connect_timeout * 1000,
+    requestTimeoutMs: server.timeout * 1000,
+    maxRetries: server.max_attempts - 1,
+    retryBaseDelayMs: server.retry_delay * 1000,
+  });
+}

@@ -1,0 +1,248 @@
+/**
+ * Per-format behaviour beyond the shared contract of parsers.test.ts: the layouts each format allows, and each place
+ * where agentrl deliberately does better than SGLang (docs/parsers.md lists them). Expected values come from the
+ * format descriptions in ../shared/reference/sglang.md §4.
+ */
+import { describe, expect, it } from "vitest";
+import { InputError } from "../src/errors.js";
+import { detectParserFormat, getParser, PARSER_FORMATS } from "../src/parsers/index.js";
+import { DS } from "./parsers-spellings.js";
+
+const kinds = (errors: { kind: string }[]): string[] => errors.map((e) => e.kind);
+
+describe("qwen25 / hermes", () => {
+  const qwen = getParser("qwen25");
+  it("accepts blocks without the newlines Qwen writes (SGLang's qwen25 would not)", () => {
+    const r = qwen.parse('<tool_call>{"name": "f", "arguments": {"a": 1}}</tool_call>');
+    expect(r.calls).toEqual([{ name: "f", arguments: { a: 1 }, raw: '{"name": "f", "arguments": {"a": 1}}' }]);
+  });
+
+  it("reads a JSON array of calls in one block, and `parameters` in place of `arguments`", () => {
+    const r = qwen.parse('<tool_call>\n[{"name": "f", "parameters": {"a": 1}}, {"name": "g"}]\n</tool_call>');
+    expect(r.calls.map((c) => [c.name, c.arguments])).toEqual([
+      ["f", { a: 1 }],
+      ["g", {}],
+    ]);
+  });
+
+  it("takes null, \"\" and a missing arguments key as no arguments (SGLang gives the string \"null\")", () => {
+    const r = qwen.parse(
+      '<tool_call>{"name": "a", "arguments": null}</tool_call><tool_call>{"name": "b", "arguments": ""}</tool_call>' +
+        '<tool_call>{"name": "c"}</tool_call>',
+    );
+    expect(r.errors).toEqual([]);
+    expect(r.calls.map((c) => c.arguments)).toEqual([{}, {}, {}]);
+  });
+
+  it("survives a deeply nested call inside a JSON array of calls", () => {
+    const deep = `${"[".repeat(100_000)}${"]".repeat(100_000)}`;
+    const r = qwen.parse(`<tool_call>[{"name": "f", "arguments": {"a": ${deep}}}]</tool_call>`);
+    expect(r.calls.map((c) => c.name)).toEqual(["f"]);
+  });
+
+  it("reports a call with no name, and a call that is not an object", () => {
+    const r = qwen.parse('<tool_call>{"arguments": {}}</tool_call><tool_call>[1]</tool_call><tool_call></tool_call>');
+    expect(kinds(r.errors)).toEqual(["missing_name", "invalid_call", "invalid_call"]);
+  });
+
+  it("accepts a complete call whose closing tag is missing, unless the engine says the output was cut", () => {
+    const text = 'Sure.\n<tool_call>\n{"name": "f", "arguments": {"a": 1}}';
+    expect(qwen.parse(text).calls).toHaveLength(1);
+    const cut = qwen.parse(text, { truncated: true });
+    expect(cut.calls).toEqual([]);
+    expect(cut.errors).toEqual([{ kind: "truncated", message: expect.any(String), raw: '{"name": "f", "arguments": {"a": 1}}' }]);
+    expect(cut.normalText).toBe("Sure.");
+  });
+
+  it("reports a bare <tool_call> at the very end as truncated", () => {
+    expect(kinds(qwen.parse("Calling now <tool_call>\n").errors)).toEqual(["truncated"]);
+  });
+
+  it("reports an unclosed block followed by another block as malformed and still parses the next one", () => {
+    const r = getParser("hermes").parse('<tool_call>{"name": "f", "arguments": {<tool_call>{"name": "g"}</tool_call>');
+    expect(r.calls.map((c) => c.name)).toEqual(["g"]);
+    expect(kinds(r.errors)).toEqual(["malformed_json"]);
+  });
+
+  it("reports a call missing its last brace once, even with <tool_call> inside its strings", () => {
+    const r = qwen.parse(
+      '<tool_call>{"name": "f", "arguments": {"code": "<tool_call>"}</tool_call>\n<tool_call>{"name": "g"}</tool_call>',
+    );
+    expect(r.calls.map((c) => c.name)).toEqual(["g"]);
+    expect(r.errors.map((e) => e.kind)).toEqual(["malformed_json"]);
+    expect(r.errors[0]?.raw).toBe('{"name": "f", "arguments": {"code": "<tool_call>"}');
+  });
+
+  it("keeps text between blocks", () => {
+    const r = qwen.parse('A<tool_call>{"name": "f"}</tool_call>B<tool_call>{"name": "g"}</tool_call>C');
+    expect(r.normalText).toBe("A\nB\nC");
+  });
+});
+
+describe("llama3", () => {
+  const llama = getParser("llama3");
+  it("parses calls with no <|python_tag|> when the output opens with {\"name\", leading whitespace allowed", () => {
+    const r = llama.parse('  {"name": "f", "parameters": {"a": 1}}; {"name": "g", "parameters": {}}');
+    expect(r.calls.map((c) => c.name)).toEqual(["f", "g"]);
+    expect(r.hasCallMarker).toBe(true);
+  });
+
+  it("leaves a JSON answer that is not a call as text", () => {
+    const r = llama.parse('{"answer": 42}');
+    expect(r).toEqual({ normalText: '{"answer": 42}', calls: [], errors: [], hasCallMarker: false });
+  });
+
+  it("reports a tag followed by something other than JSON", () => {
+    const r = llama.parse("<|python_tag|>print(1)");
+    expect(kinds(r.errors)).toEqual(["invalid_call"]);
+    expect(r.errors[0]?.raw).toBe("print(1)");
+  });
+
+  it("keeps an invalid call's neighbours (SGLang keeps the valid one too)", () => {
+    const r = llama.parse('<|python_tag|>{"name": "f", "parameters": {"a": }}; {"name": "g", "parameters": {"b": 2}}');
+    expect(r.calls.map((c) => [c.name, c.arguments])).toEqual([["g", { b: 2 }]]);
+    expect(kinds(r.errors)).toEqual(["malformed_json"]);
+  });
+});
+
+describe("mistral", () => {
+  const mistral = getParser("mistral");
+  it("parses the compact name[ARGS]{...} layout, repeated", () => {
+    const r = mistral.parse('Checking.[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}[TOOL_CALLS]get_time[ARGS]{}');
+    expect(r.calls.map((c) => [c.name, c.arguments])).toEqual([
+      ["get_weather", { city: "Paris" }],
+      ["get_time", {}],
+    ]);
+    expect(r.normalText).toBe("Checking.");
+  });
+
+  it("parses the array with no space after [TOOL_CALLS] (SGLang drops it)", () => {
+    const r = mistral.parse('[TOOL_CALLS][{"name": "f", "arguments": {"a": 1}}] done');
+    expect(r.calls.map((c) => c.name)).toEqual(["f"]);
+    expect(r.normalText).toBe("done");
+  });
+
+  it("accepts a single object after [TOOL_CALLS]", () => {
+    const r = mistral.parse('[TOOL_CALLS] {"name": "f", "arguments": {"a": [1, {"b": "]"}]}}');
+    expect(r.calls.map((c) => [c.name, c.arguments])).toEqual([["f", { a: [1, { b: "]" }] }]]);
+  });
+
+  it("reports an array that is not JSON", () => {
+    const r = mistral.parse("[TOOL_CALLS] [not valid json]");
+    expect(r.calls).toEqual([]);
+    expect(kinds(r.errors)).toEqual(["malformed_json"]);
+  });
+
+  it("reports a compact call cut off in its arguments as truncated, with its name", () => {
+    const r = mistral.parse('[TOOL_CALLS]get_weather[ARGS]{"city": "Pa');
+    expect(r.errors).toEqual([{ kind: "truncated", name: "get_weather", message: expect.any(String), raw: expect.any(String) }]);
+  });
+});
+
+describe("deepseekv3", () => {
+  const ds = getParser("deepseekv3");
+  const call = (name: string, args: string) =>
+    `${DS.callBegin}function${DS.sep}${name}\n\`\`\`json\n${args}\n\`\`\`${DS.callEnd}`;
+
+  it("keeps the text after the calls and drops <｜end▁of▁sentence｜>", () => {
+    const r = ds.parse(`Hi${DS.callsBegin}${call("f", '{"a": 1}')}${DS.callsEnd}Waiting.<｜end▁of▁sentence｜>`);
+    expect(r.calls.map((c) => [c.name, c.arguments])).toEqual([["f", { a: 1 }]]);
+    expect(r.normalText).toBe("Hi\nWaiting.");
+  });
+
+  it("accepts arguments without the ```json fence", () => {
+    const r = ds.parse(`${DS.callsBegin}${DS.callBegin}function${DS.sep}f\n{"a": 1}${DS.callEnd}${DS.callsEnd}`);
+    expect(r.calls.map((c) => [c.name, c.arguments])).toEqual([["f", { a: 1 }]]);
+  });
+
+  it("also reads DeepSeek V3.1's NAME<｜tool▁sep｜>ARGS layout", () => {
+    const r = ds.parse(`${DS.callsBegin}${DS.callBegin}get_time${DS.sep}{"tz": "CET"}${DS.callEnd}${DS.callsEnd}`);
+    expect(r.calls.map((c) => [c.name, c.arguments])).toEqual([["get_time", { tz: "CET" }]]);
+  });
+
+  it("reports a call without <｜tool▁sep｜>, and an unclosed call before the next one, and keeps the good ones", () => {
+    const text = `${DS.callsBegin}${DS.callBegin}oops${DS.callEnd}${DS.callBegin}function${DS.sep}g\n\`\`\`json\n{"b"${call("h", "{}")}${DS.callsEnd}`;
+    const r = ds.parse(text);
+    expect(r.calls.map((c) => c.name)).toEqual(["h"]);
+    expect(r.errors.map((e) => [e.kind, e.name])).toEqual([
+      ["invalid_call", undefined],
+      ["malformed_json", "g"],
+    ]);
+  });
+});
+
+describe("pythonic", () => {
+  const py = getParser("pythonic");
+  it("reads negative numbers, tuples, dicts, None/True/False and escapes (SGLang rejects negatives)", () => {
+    const r = py.parse(
+      `[move(dx=-3, dy=+2.5e1, path=(1, -2), opts={'fast': True, "limit": None}, off=False, s='it\\'s\\n\\u00e9')]`,
+    );
+    expect(r.errors).toEqual([]);
+    expect(r.calls[0]?.arguments).toEqual({
+      dx: -3,
+      dy: 25,
+      path: [1, -2],
+      opts: { fast: true, limit: null },
+      off: false,
+      s: "it's\né",
+    });
+  });
+
+  it("reports positional arguments and bare names per call and keeps the other calls", () => {
+    const r = py.parse("[f(1, b=2), g(x=y), h(z=3)]");
+    expect(r.calls.map((c) => [c.name, c.arguments])).toEqual([["h", { z: 3 }]]);
+    expect(r.errors.map((e) => [e.kind, e.name])).toEqual([
+      ["invalid_arguments", "f"],
+      ["invalid_arguments", "g"],
+    ]);
+  });
+
+  it("refuses literals nested past 256 levels for that call only", () => {
+    const r = py.parse(`[f(a=${"[".repeat(300)}${"]".repeat(300)}), g(b=${"[".repeat(200)}${"]".repeat(200)})]`);
+    expect(r.calls.map((c) => c.name)).toEqual(["g"]);
+    expect(r.errors.map((e) => [e.kind, e.name])).toEqual([["malformed_json", "f"]]);
+  });
+
+  it("strips <|python_start|> / <|python_end|> and keeps text on both sides", () => {
+    const r = py.parse("Let me see. <|python_start|>[f(a=1)]<|python_end|> Done.");
+    expect(r.calls.map((c) => c.name)).toEqual(["f"]);
+    expect(r.normalText).toBe("Let me see.\nDone.");
+  });
+
+  it("does not take a list of plain values for calls", () => {
+    expect(py.parse("The primes are [2, 3, 5].").calls).toEqual([]);
+  });
+});
+
+describe("getParser and detectParserFormat", () => {
+  it("lists the valid formats when the name is unknown", () => {
+    expect(() => getParser("qwen3_coder")).toThrow(InputError);
+    try {
+      getParser("nope");
+    } catch (err) {
+      expect((err as InputError).hint).toContain("qwen25, hermes, llama3, mistral, deepseekv3, pythonic, auto");
+    }
+    expect(PARSER_FORMATS).toContain("qwen");
+    expect(getParser("qwen").format).toBe("qwen25");
+  });
+
+  it("auto needs the model's template or tokens", () => {
+    expect(() => getParser("auto")).toThrow(InputError);
+    expect(getParser("auto", { specialTokens: ["[TOOL_CALLS]"] }).format).toBe("mistral");
+  });
+
+  it.each([
+    ["qwen25", '{% if tools %}<tool_call>\\n{"name": <function-name>, "arguments": <args-json-object>}\\n</tool_call>', []],
+    ["hermes", "<tool_call>{'arguments': <args-dict>, 'name': <function-name>}</tool_call>", []],
+    ["llama3", 'Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}', ["<|python_tag|>", "<|eot_id|>"]],
+    ["pythonic", "[func_name1(params_name1=params_value1, params_name2=params_value2...), func_name2(params)]", ["<|python_start|>"]],
+    ["mistral", "{{ '[TOOL_CALLS]' }}", ["[TOOL_CALLS]", "[ARGS]"]],
+    ["deepseekv3", "{{'<｜tool▁calls▁begin｜>'}}", ["<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>"]],
+  ])("detects %s", (format, template, tokens) => {
+    expect(detectParserFormat(template, tokens)).toBe(format);
+  });
+
+  it("refuses to guess when nothing matches", () => {
+    expect(() => detectParserFormat("{{ messages }}", ["<s>", "</s>"])).toThrow(/could not tell/);
+  });
+});
