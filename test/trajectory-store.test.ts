@@ -47,6 +47,21 @@ describe.each(["parquet", "jsonl"])("trajectory store (%s)", (ext) => {
     expect(new Set(ids).size).toBe(11);
   });
 
+  it("keeps trajectories that finish while a part is being written (writes not awaited one by one)", async () => {
+    const file = path.join(tmp(), `t.${ext}`);
+    const writer = await openTrajectoryWriter(file, { rowGroupSize: 3 });
+    const writes: Promise<void>[] = [];
+    for (let i = 0; i < 20; i++) {
+      writes.push(writer.write(makeTrajectory(i)));
+      // Let a started part write reach its file I/O before the next trajectory arrives.
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    await Promise.all(writes);
+    expect((await readAll(file)).map((t) => t.id).sort()).toEqual(Array.from({ length: 20 }, (_, i) => makeTrajectory(i).id).sort());
+    await writer.close();
+    expect((await readAll(file)).map((t) => t.id)).toHaveLength(20);
+  });
+
   it("drops a torn last line left by a kill mid-write", async () => {
     const file = path.join(tmp(), `t.${ext}`);
     const writer = await openTrajectoryWriter(file, { rowGroupSize: 100 });

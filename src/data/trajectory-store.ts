@@ -9,7 +9,19 @@
  * Readers de-duplicate on `id`, so the one crash window (a part written, its pending lines not yet cleared) never
  * yields a trajectory twice.
  */
-import { closeSync, fstatSync, ftruncateSync, openSync, openAsBlob, promises as fs, readSync, writeSync } from "node:fs";
+import {
+  closeSync,
+  fstatSync,
+  fsyncSync,
+  ftruncateSync,
+  openSync,
+  openAsBlob,
+  promises as fs,
+  readSync,
+  renameSync,
+  writeFileSync,
+  writeSync,
+} from "node:fs";
 import path from "node:path";
 import * as parquet from "parquet-wasm";
 import { InputError, RefusedError } from "../errors.js";
@@ -74,8 +86,16 @@ class LineAppender {
   append(line: string): void {
     writeSync(this.fd, `${line}\n`);
   }
-  truncate(): void {
-    ftruncateSync(this.fd, 0);
+  /** Atomically replaces the file's content with `lines` (temporary file, fsync, rename) and appends there next. */
+  replaceWith(lines: readonly string[]): void {
+    const temp = temporarySibling(this.file);
+    writeFileSync(temp, lines.map((line) => `${line}\n`).join(""));
+    const tempFd = openSync(temp, "r+");
+    fsyncSync(tempFd);
+    closeSync(tempFd);
+    renameSync(temp, this.file);
+    closeSync(this.fd);
+    this.fd = openSync(this.file, "a+");
   }
   close(): void {
     closeSync(this.fd);
@@ -161,9 +181,12 @@ async function openParquet(file: string, options: OpenOptions): Promise<Trajecto
     if (pending.length === 0) return;
     const name = path.join(partsDir, `part-${String(nextPart).padStart(6, "0")}.parquet`);
     nextPart += 1;
-    await writeParquetRows(name, pending, trajectoryArrowSchema, { compression: "zstd" });
-    pending.length = 0;
-    appender.truncate();
+    // Trajectories finishing while the part is written stay pending for the next part.
+    const rows = pending.splice(0, pending.length);
+    await writeParquetRows(name, rows, trajectoryArrowSchema, { compression: "zstd" });
+    // Synchronously, so no write() interleaves: the journal now holds exactly what is still pending. A crash before
+    // this leaves `rows` both in the part and in the journal; readers de-duplicate them.
+    appender.replaceWith(pending.map((t) => JSON.stringify(t)));
   };
 
   return {

@@ -1,0 +1,143 @@
+/**
+ * Reads the files of a Hugging Face model folder that the chat layer needs: tokenizer.json, tokenizer_config.json
+ * (chat template, special tokens), generation_config.json when present. Every file is validated with zod, and every
+ * error names the file and the field, because a broken model folder is input the user must fix.
+ */
+import { readFile } from "node:fs/promises";
+import path from "node:path";
+import { z } from "zod";
+import { InputError } from "../errors.js";
+
+/** A special token as tokenizer_config.json spells it: a plain string, or an AddedToken dict with `content`. */
+const tokenSpelling = z.union([z.string(), z.looseObject({ content: z.string() })]).nullish();
+
+const addedTokenEntry = z.looseObject({
+  content: z.string(),
+  special: z.boolean().optional(),
+});
+
+/** `chat_template` is a string, or a list of named templates (the one named "default" is the chat template). */
+const chatTemplateField = z.union([
+  z.string(),
+  z.array(z.looseObject({ name: z.string(), template: z.string() })),
+]);
+
+export const tokenizerConfigSchema = z.looseObject({
+  chat_template: chatTemplateField.optional(),
+  bos_token: tokenSpelling,
+  eos_token: tokenSpelling,
+  pad_token: tokenSpelling,
+  unk_token: tokenSpelling,
+  added_tokens_decoder: z.record(z.string().regex(/^\d+$/, "keys must be token ids"), addedTokenEntry).optional(),
+  clean_up_tokenization_spaces: z.boolean().optional(),
+});
+export type TokenizerConfig = z.infer<typeof tokenizerConfigSchema>;
+
+/** Only the parts of tokenizer.json this layer reads itself; the tokenizer library validates the rest. */
+export const tokenizerJsonSchema = z.looseObject({
+  model: z.looseObject({ type: z.string().optional() }),
+  added_tokens: z
+    .array(z.looseObject({ id: z.number().int().nonnegative(), content: z.string(), special: z.boolean().optional() }))
+    .default([]),
+});
+export type TokenizerJson = z.infer<typeof tokenizerJsonSchema>;
+
+export const generationConfigSchema = z.looseObject({
+  eos_token_id: z.union([z.number().int().nonnegative(), z.array(z.number().int().nonnegative())]).nullish(),
+  bos_token_id: z.number().int().nonnegative().nullish(),
+});
+export type GenerationConfig = z.infer<typeof generationConfigSchema>;
+
+export interface ModelFiles {
+  dir: string;
+  tokenizerJson: TokenizerJson;
+  tokenizerConfig: TokenizerConfig;
+  generationConfig: GenerationConfig | undefined;
+  /** The chat template source, from tokenizer_config.json or a separate chat_template.jinja / chat_template.json. */
+  chatTemplate: string;
+  /** Which file the template came from, for error messages. */
+  chatTemplateFile: string;
+}
+
+function describeIssues(error: z.ZodError): string {
+  return error.issues
+    .map((issue) => `${issue.path.length ? issue.path.join(".") : "(top level)"}: ${issue.message}`)
+    .join("; ");
+}
+
+async function readJson(file: string, required: boolean): Promise<unknown> {
+  let text: string;
+  try {
+    text = await readFile(file, "utf8");
+  } catch (err) {
+    if (!required && (err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw new InputError(`cannot read ${file}: ${(err as Error).message}`, {
+      hint: "--model must be a Hugging Face model folder holding tokenizer.json and tokenizer_config.json",
+      cause: err,
+    });
+  }
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (err) {
+    throw new InputError(`${file}: not valid JSON (${(err as Error).message})`, { cause: err });
+  }
+}
+
+function validate<T>(schema: z.ZodType<T>, value: unknown, file: string): T {
+  const parsed = schema.safeParse(value);
+  if (!parsed.success) throw new InputError(`${file}: ${describeIssues(parsed.error)}`);
+  return parsed.data;
+}
+
+/** Picks the chat template: tokenizer_config.json first, then chat_template.jinja, then chat_template.json. */
+async function findChatTemplate(dir: string, config: TokenizerConfig): Promise<{ source: string; file: string }> {
+  const configFile = path.join(dir, "tokenizer_config.json");
+  const field = config.chat_template;
+  if (typeof field === "string") return { source: field, file: configFile };
+  if (Array.isArray(field)) {
+    const named = field.find((entry) => entry.name === "default");
+    if (!named) throw new InputError(`${configFile}: chat_template is a list with no template named "default"`);
+    return { source: named.template, file: configFile };
+  }
+  const jinjaFile = path.join(dir, "chat_template.jinja");
+  try {
+    return { source: await readFile(jinjaFile, "utf8"), file: jinjaFile };
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw new InputError(`cannot read ${jinjaFile}`, { cause: err });
+  }
+  const jsonFile = path.join(dir, "chat_template.json");
+  const raw = await readJson(jsonFile, false);
+  if (raw !== undefined) {
+    const parsed = validate(z.looseObject({ chat_template: z.string() }), raw, jsonFile);
+    return { source: parsed.chat_template, file: jsonFile };
+  }
+  throw new InputError(`${configFile}: chat_template: missing, and there is no chat_template.jinja or chat_template.json`, {
+    hint: "use an instruct/chat model folder; base models usually ship without a chat template",
+  });
+}
+
+export async function readModelFiles(dir: string): Promise<ModelFiles> {
+  const tokenizerFile = path.join(dir, "tokenizer.json");
+  const configFile = path.join(dir, "tokenizer_config.json");
+  const generationFile = path.join(dir, "generation_config.json");
+  const tokenizerJson = validate(tokenizerJsonSchema, await readJson(tokenizerFile, true), tokenizerFile);
+  const tokenizerConfig = validate(tokenizerConfigSchema, await readJson(configFile, true), configFile);
+  const generationRaw = await readJson(generationFile, false);
+  const generationConfig =
+    generationRaw === undefined ? undefined : validate(generationConfigSchema, generationRaw, generationFile);
+  const template = await findChatTemplate(dir, tokenizerConfig);
+  return {
+    dir,
+    tokenizerJson,
+    tokenizerConfig,
+    generationConfig,
+    chatTemplate: template.source,
+    chatTemplateFile: template.file,
+  };
+}
+
+/** The text of a special token field, whichever of its two spellings the file uses. */
+export function tokenText(value: z.infer<typeof tokenSpelling>): string | undefined {
+  if (value === null || value === undefined) return undefined;
+  return typeof value === "string" ? value : value.content;
+}

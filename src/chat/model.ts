@@ -1,0 +1,226 @@
+/**
+ * A chat model's tokenizer and template, loaded offline from a Hugging Face model folder with @huggingface/tokenizers
+ * and @huggingface/jinja (the code transformers.js uses; they render and tokenize like Python transformers).
+ *
+ * Besides encode/decode/render, this finds from the template itself the two facts a multi-turn rollout needs: the
+ * token that ends an assistant turn (`<|im_end|>`, `<|eot_id|>`) and the "bridge" text the template writes after it
+ * (Qwen's "\n"), which the engine never samples but which the next turn's prompt contains.
+ */
+import { Tokenizer } from "@huggingface/tokenizers";
+import { Template } from "@huggingface/jinja";
+import { AgentrlError, InputError } from "../errors.js";
+import { readModelFiles, tokenText, type ModelFiles } from "./files.js";
+import { normalizeForTemplate, type ChatMessage, type ToolSchema } from "./messages.js";
+
+export interface RenderOptions {
+  tools?: readonly ToolSchema[];
+  addGenerationPrompt?: boolean;
+  /** Extra template variables, e.g. `{ enable_thinking: false }` for Qwen3. */
+  templateKwargs?: Record<string, unknown>;
+}
+
+export interface DecodeOptions {
+  /** Drop tokens flagged `special` (control tokens such as `<|im_end|>`), as transformers' skip_special_tokens does. */
+  skipSpecialTokens?: boolean;
+}
+
+/** A content no real conversation contains, used to find where a rendered assistant message ends. */
+export const ASSISTANT_MARKER = "agentrl-assistant-marker-7f3a";
+
+export class ChatModel {
+  readonly dir: string;
+  readonly vocabSize: number;
+  /** Ids that stop generation: generation_config.json `eos_token_id` plus tokenizer_config.json `eos_token`. */
+  readonly eosTokenIds: readonly number[];
+  /** The token the template closes an assistant message with. */
+  readonly endOfTurnTokenId: number;
+  readonly endOfTurnToken: string;
+  /** What the template writes after the end-of-turn token of an assistant message (Qwen: "\n", Llama 3: ""). */
+  readonly bridgeText: string;
+  readonly bosToken: string | undefined;
+  readonly eosToken: string | undefined;
+  readonly chatTemplateFile: string;
+  /** The template source, e.g. for src/parsers' `auto` format detection. */
+  readonly chatTemplate: string;
+
+  private readonly tokenizer: Tokenizer;
+  private readonly template: Template;
+  private readonly addedIds: ReadonlySet<number>;
+  private readonly controlIds: ReadonlySet<number>;
+  private readonly specialTokenVars: Record<string, string>;
+
+  constructor(files: ModelFiles) {
+    this.dir = files.dir;
+    this.chatTemplateFile = files.chatTemplateFile;
+    this.chatTemplate = files.chatTemplate;
+    try {
+      this.tokenizer = new Tokenizer(files.tokenizerJson, files.tokenizerConfig);
+    } catch (err) {
+      throw new InputError(`${files.dir}/tokenizer.json: the tokenizer cannot be built (${(err as Error).message})`, {
+        cause: err,
+      });
+    }
+    try {
+      this.template = new Template(files.chatTemplate);
+    } catch (err) {
+      throw new InputError(`${files.chatTemplateFile}: chat_template does not parse (${(err as Error).message})`, {
+        cause: err,
+      });
+    }
+
+    // Added tokens are atomic: the tokenizer never splits them. Those flagged `special` are the control tokens that
+    // skip_special_tokens removes. tokenizer_config.json's added_tokens_decoder may refine the flags.
+    const added = new Map<number, boolean>();
+    for (const token of files.tokenizerJson.added_tokens) added.set(token.id, token.special ?? false);
+    for (const [id, entry] of Object.entries(files.tokenizerConfig.added_tokens_decoder ?? {})) {
+      added.set(Number(id), entry.special ?? added.get(Number(id)) ?? false);
+    }
+    this.addedIds = new Set(added.keys());
+    this.controlIds = new Set([...added].filter(([, special]) => special).map(([id]) => id));
+
+    let maxId = -1;
+    for (const id of this.tokenizer.get_vocab(true).values()) maxId = Math.max(maxId, id);
+    this.vocabSize = maxId + 1;
+
+    const config = files.tokenizerConfig;
+    this.bosToken = tokenText(config.bos_token);
+    this.eosToken = tokenText(config.eos_token);
+    this.specialTokenVars = {};
+    for (const key of ["bos_token", "eos_token", "pad_token", "unk_token"] as const) {
+      const text = tokenText(config[key]);
+      if (text !== undefined) this.specialTokenVars[key] = text;
+    }
+
+    const configFile = `${files.dir}/tokenizer_config.json`;
+    const eos = new Set<number>();
+    const fromGeneration = files.generationConfig?.eos_token_id;
+    for (const id of fromGeneration === undefined || fromGeneration === null ? [] : [fromGeneration].flat()) eos.add(id);
+    if (this.eosToken !== undefined) {
+      const id = this.tokenizer.token_to_id(this.eosToken);
+      if (id === undefined) throw new InputError(`${configFile}: eos_token: "${this.eosToken}" is not in the vocabulary`);
+      eos.add(id);
+    }
+
+    this.endOfTurnTokenId = this.findEndOfTurnToken(configFile);
+    this.endOfTurnToken = this.idToToken(this.endOfTurnTokenId) ?? "";
+    if (eos.size === 0) eos.add(this.endOfTurnTokenId);
+    this.eosTokenIds = [...eos];
+    this.bridgeText = this.findBridge();
+  }
+
+  /** Token ids of `text`, with no BOS/EOS or other special tokens added. */
+  encode(text: string): number[] {
+    return this.tokenizer.encode(text, { add_special_tokens: false }).ids;
+  }
+
+  decode(ids: readonly number[], options: DecodeOptions = {}): string {
+    if (ids.length === 0) return ""; // the library rejects an empty list
+    // Decode without the library's cleanup so that decode(encode(text)) == text, as the model saw it.
+    return this.tokenizer.decode([...ids], {
+      skip_special_tokens: options.skipSpecialTokens ?? false,
+      clean_up_tokenization_spaces: false,
+    });
+  }
+
+  tokenToId(token: string): number | undefined {
+    return this.tokenizer.token_to_id(token);
+  }
+
+  idToToken(id: number): string | undefined {
+    return this.tokenizer.id_to_token(id);
+  }
+
+  /**
+   * True for atomic added tokens, whether flagged `special` or not (Qwen's `<tool_call>` is an added token with
+   * `special: false`). This is the meaning src/parsers' TokenVocab needs to tell a delimiter token from the same
+   * characters spelled by ordinary pieces.
+   */
+  isSpecialId(id: number): boolean {
+    return this.addedIds.has(id);
+  }
+
+  /** The text of every added token (`<|im_end|>`, `<tool_call>`, …), e.g. for src/parsers' `auto` detection. */
+  addedTokens(): string[] {
+    return [...this.addedIds].map((id) => this.idToToken(id)).filter((token): token is string => token !== undefined);
+  }
+
+  /** True for tokens flagged `special` (the ones skipSpecialTokens drops): `<|im_end|>`, `<|eot_id|>`. */
+  isControlTokenId(id: number): boolean {
+    return this.controlIds.has(id);
+  }
+
+  /** True for the end-of-turn token and every EOS id: a sampled turn that ends with one of these is closed. */
+  endsTurn(id: number): boolean {
+    return id === this.endOfTurnTokenId || this.eosTokenIds.includes(id);
+  }
+
+  /** Renders messages exactly as the model's template does. Template errors are runtime failures of this input. */
+  render(messages: readonly ChatMessage[], options: RenderOptions = {}): string {
+    const context: Record<string, unknown> = {
+      ...this.specialTokenVars,
+      ...options.templateKwargs,
+      messages: normalizeForTemplate(messages),
+      add_generation_prompt: options.addGenerationPrompt ?? false,
+    };
+    if (options.tools && options.tools.length > 0) context.tools = options.tools;
+    try {
+      return this.template.render(context);
+    } catch (err) {
+      throw new AgentrlError(`${this.chatTemplateFile}: the chat template failed to render: ${(err as Error).message}`, {
+        cause: err,
+      });
+    }
+  }
+
+  /**
+   * The end-of-turn token is the first added token the template writes after an assistant message's content. That
+   * works for any template without a table of model names; the EOS token is the fallback for templates that will not
+   * render this probe.
+   */
+  private findEndOfTurnToken(configFile: string): number {
+    try {
+      const text = this.render(probeConversation());
+      const at = text.lastIndexOf(ASSISTANT_MARKER);
+      if (at >= 0) {
+        const tail = this.encode(text.slice(at + ASSISTANT_MARKER.length));
+        const first = tail.find((id) => this.addedIds.has(id));
+        if (first !== undefined) return first;
+      }
+    } catch {
+      // Fall through to the EOS token.
+    }
+    const id = this.eosToken === undefined ? undefined : this.tokenizer.token_to_id(this.eosToken);
+    if (id === undefined) {
+      throw new InputError(`${configFile}: eos_token: missing, and the chat template closes no assistant turn with a token`);
+    }
+    return id;
+  }
+
+  /** The text after the end-of-turn token when an assistant message is the last one rendered. */
+  private findBridge(): string {
+    try {
+      const text = this.render(probeConversation());
+      const at = text.lastIndexOf(ASSISTANT_MARKER);
+      const end = at < 0 ? -1 : text.indexOf(this.endOfTurnToken, at);
+      return end < 0 ? "" : text.slice(end + this.endOfTurnToken.length);
+    } catch {
+      return "";
+    }
+  }
+}
+
+/**
+ * A fixed conversation ending in an assistant message with the marker as content. It has no system message, so it
+ * renders with templates that reject one; a template's default system prompt lands before the marker, where it does
+ * not matter.
+ */
+export function probeConversation(assistant: Partial<ChatMessage> = {}): ChatMessage[] {
+  return [
+    { role: "user", content: "I am a user." },
+    { role: "assistant", content: ASSISTANT_MARKER, ...assistant },
+  ];
+}
+
+export async function loadChatModel(dir: string): Promise<ChatModel> {
+  return new ChatModel(await readModelFiles(dir));
+}

@@ -1,0 +1,232 @@
+/**
+ * A local Python code interpreter tool (parameter `code`). Each call runs in a fresh child process:
+ * spawned with an argument array (never a shell), in its own temporary directory with a minimal environment,
+ * its own process group (killed whole at the end), a wall-clock timeout, a cap on captured output, and the
+ * limits of the prelude (memory, CPU, file size, no network, no subprocesses). What is and is not enforced
+ * is listed in docs/security.md.
+ *
+ * Text: stdout + stderr (as verl's SandboxFusionTool joins them), plus one bracketed line when the run was
+ * stopped: `[timed out after 5s]`, `[output exceeded 65536 bytes; stopped]`, `[killed by SIGKILL]`.
+ */
+import { spawn } from "node:child_process";
+import { accessSync, constants as fsConstants } from "node:fs";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { z } from "zod";
+import { BaseTool } from "./base-tool.js";
+import { PYTHON_PRELUDE } from "./python-sandbox-prelude.js";
+import type { OpenAIFunctionToolSchema } from "./schema.js";
+import type { ToolContext, ToolExecuteResult } from "./types.js";
+import { ToolOutputError } from "./tool-errors.js";
+
+/** The tool's keys in the YAML `config` block (next to verl's `type`). */
+export const pythonToolConfigSchema = z.object({
+  python: z.string().min(1).default("python3"),
+  timeout_s: z.number().positive().max(3600).default(10),
+  memory_limit_mb: z.number().int().positive().default(1024),
+  max_output_bytes: z.number().int().positive().default(64 * 1024),
+  max_file_size_mb: z.number().int().nonnegative().default(16),
+  allow_network: z.boolean().default(false),
+  allow_subprocess: z.boolean().default(false),
+});
+export type PythonToolConfig = z.infer<typeof pythonToolConfigSchema>;
+
+export type PythonRunStatus = "finished" | "timeout" | "output_limit" | "killed" | "aborted";
+
+export interface PythonRunResult {
+  status: PythonRunStatus;
+  exitCode: number | null;
+  signal: string | null;
+  stdout: Uint8Array;
+  stderr: Uint8Array;
+  /** What the prelude reported it enforced (network mode, limits, processes); null if it never got that far. */
+  sandbox: Record<string, unknown> | null;
+  wallMs: number;
+}
+
+/**
+ * Finds a bare command name (`python3`) on agentrl's own PATH, so the user's pyenv/conda/venv interpreter is used
+ * even though the child itself gets a minimal PATH. Names with a slash are used as given.
+ */
+export function resolveInterpreter(command: string, searchPath = process.env["PATH"] ?? ""): string {
+  if (command.includes("/")) return command;
+  for (const dir of searchPath.split(path.delimiter)) {
+    if (!dir) continue;
+    const candidate = path.join(dir, command);
+    try {
+      accessSync(candidate, fsConstants.X_OK);
+      return candidate;
+    } catch {
+      // not here
+    }
+  }
+  return command;
+}
+
+/** Runs `code` once under the limits of `config`. Never throws for anything the code does. */
+export async function runPythonCode(code: string, config: PythonToolConfig, signal?: AbortSignal): Promise<PythonRunResult> {
+  const workDir = await mkdtemp(path.join(os.tmpdir(), "agentrl-py-"));
+  const started = performance.now();
+  try {
+    await writeFile(path.join(workDir, "prelude.py"), PYTHON_PRELUDE);
+    await writeFile(path.join(workDir, "code.py"), code);
+    const limits = JSON.stringify({
+      allow_network: config.allow_network,
+      allow_subprocess: config.allow_subprocess,
+      memory_bytes: config.memory_limit_mb * 1024 * 1024,
+      cpu_seconds: Math.ceil(config.timeout_s) + 1,
+      file_size_bytes: config.max_file_size_mb * 1024 * 1024,
+      parent_pid: process.pid,
+    });
+    const outcome = await runChild(config, workDir, limits, signal);
+    let sandbox: Record<string, unknown> | null = null;
+    try {
+      sandbox = JSON.parse(await readFile(path.join(workDir, "status.json"), "utf8")) as Record<string, unknown>;
+    } catch {
+      sandbox = null;
+    }
+    return { ...outcome, sandbox, wallMs: performance.now() - started };
+  } finally {
+    await rm(workDir, { recursive: true, force: true });
+  }
+}
+
+function runChild(
+  config: PythonToolConfig,
+  workDir: string,
+  limits: string,
+  signal: AbortSignal | undefined,
+): Promise<Omit<PythonRunResult, "sandbox" | "wallMs">> {
+  return new Promise((resolve) => {
+    const env: NodeJS.ProcessEnv = {
+      PATH: "/usr/local/bin:/usr/bin:/bin",
+      HOME: workDir,
+      TMPDIR: workDir,
+      LANG: "C.UTF-8",
+      OMP_NUM_THREADS: "1",
+      OPENBLAS_NUM_THREADS: "1",
+      MKL_NUM_THREADS: "1",
+    };
+    // -I: ignore PYTHON* variables and the user's site dir; -X utf8: UTF-8 stdio; -B: no .pyc files.
+    const child = spawn(resolveInterpreter(config.python), ["-I", "-X", "utf8", "-B", "prelude.py", limits, "code.py"], {
+      cwd: workDir,
+      env,
+      stdio: ["ignore", "pipe", "pipe"],
+      detached: true, // its own process group, so children it forks are killed with it
+    });
+    const stdout: Buffer[] = [];
+    const stderr: Buffer[] = [];
+    let captured = 0;
+    let status: PythonRunStatus = "finished";
+    let settled = false;
+
+    const killGroup = () => {
+      if (child.pid === undefined) return;
+      try {
+        process.kill(-child.pid, "SIGKILL");
+      } catch {
+        // The group is already gone.
+      }
+    };
+    const stop = (why: PythonRunStatus) => {
+      if (status === "finished") status = why;
+      killGroup();
+    };
+    const onData = (sink: Buffer[]) => (chunk: Buffer) => {
+      const room = config.max_output_bytes - captured;
+      // Output of exactly the cap is fine; one byte more stops the run.
+      if (chunk.length > room) {
+        sink.push(chunk.subarray(0, Math.max(0, room)));
+        captured = config.max_output_bytes;
+        stop("output_limit");
+        return;
+      }
+      sink.push(chunk);
+      captured += chunk.length;
+    };
+    child.stdout.on("data", onData(stdout));
+    child.stderr.on("data", onData(stderr));
+
+    const timer = setTimeout(() => stop("timeout"), config.timeout_s * 1000);
+    const onAbort = () => stop("aborted");
+    signal?.addEventListener("abort", onAbort, { once: true });
+    if (signal?.aborted) onAbort();
+
+    const finish = (exitCode: number | null, sig: string | null) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", onAbort);
+      killGroup(); // stray grandchildren that outlived the main process
+      if (status === "finished" && sig !== null) status = "killed";
+      resolve({ status, exitCode, signal: sig, stdout: Buffer.concat(stdout), stderr: Buffer.concat(stderr) });
+    };
+    child.on("error", (err) => {
+      stderr.push(Buffer.from(`cannot start ${config.python}: ${err.message}\n`));
+      finish(null, null);
+    });
+    // The main process is done: kill anything it left behind so their open pipes cannot hold "close" back.
+    child.on("exit", killGroup);
+    child.on("close", (code, sig) => finish(code, sig));
+  });
+}
+
+/** Decodes captured bytes; a cut at the output cap may split a character, so only a truncated tail may be partial. */
+function decodeOutput(bytes: Uint8Array, truncated: boolean): string {
+  const decoder = new TextDecoder("utf-8", { fatal: true });
+  try {
+    return decoder.decode(bytes, { stream: truncated });
+  } catch {
+    throw new ToolOutputError("invalid_output", "output is not valid UTF-8");
+  }
+}
+
+export function describePythonRun(result: PythonRunResult, config: PythonToolConfig): string {
+  const truncated = result.status === "output_limit";
+  // Decode separately so a split character at the stdout/stderr seam is not mistaken for bad output.
+  const text = decodeOutput(result.stdout, truncated) + decodeOutput(result.stderr, truncated);
+  switch (result.status) {
+    case "finished":
+      return text;
+    case "timeout":
+      return `${text}${sep(text)}[timed out after ${config.timeout_s}s]`;
+    case "output_limit":
+      return `${text}${sep(text)}[output exceeded ${config.max_output_bytes} bytes; stopped]`;
+    case "killed":
+      return `${text}${sep(text)}[killed by ${result.signal}]`;
+    case "aborted":
+      return `${text}${sep(text)}[stopped: the call was cancelled]`;
+  }
+}
+
+const sep = (text: string) => (text === "" || text.endsWith("\n") ? "" : "\n");
+
+export class PythonCodeTool extends BaseTool {
+  readonly settings: PythonToolConfig;
+
+  constructor(config: Record<string, unknown>, schema: OpenAIFunctionToolSchema, settings: PythonToolConfig) {
+    super(config, schema);
+    this.settings = settings;
+  }
+
+  override async execute(_instanceId: string, parameters: Record<string, unknown>, ctx: ToolContext): Promise<ToolExecuteResult> {
+    const code = parameters["code"];
+    if (typeof code !== "string") {
+      return { response: { text: "Error: parameter 'code' must be a string" }, reward: 0.0, metrics: { status: "bad_arguments" } };
+    }
+    const result = await runPythonCode(code, this.settings, ctx.signal);
+    const text = describePythonRun(result, this.settings);
+    return {
+      response: { text },
+      reward: 0.0,
+      metrics: {
+        status: result.status,
+        exitCode: result.exitCode,
+        signal: result.signal,
+        wallMs: Math.round(result.wallMs),
+        network: result.sandbox?.["network"] ?? "unknown",
+      },
+    };
+  }
+}

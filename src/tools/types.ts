@@ -1,0 +1,42 @@
+/**
+ * The tool lifecycle of verl's BaseTool (verl/tools/base_tool.py): create → execute (text, step reward,
+ * metrics) → calcReward → release. In the agent loop every call runs on a fresh instance.
+ */
+import type { OpenAIFunctionToolSchema } from "./schema.js";
+
+/** verl's ToolResponse: text plus optional media lists. */
+export interface ToolResponse {
+  text?: string;
+  image?: unknown[];
+  video?: unknown[];
+}
+
+export interface ToolExecuteResult {
+  response: ToolResponse;
+  /** The step reward; null where verl's tool returns None (e.g. SandboxFusionTool). */
+  reward: number | null;
+  metrics: Record<string, unknown>;
+}
+
+/** Passed to `execute`: lets a tool stop work when the runner gives up on it. */
+export interface ToolContext {
+  /** Aborted when the call times out or the trajectory is cancelled. */
+  signal: AbortSignal;
+}
+
+export interface Tool {
+  /** `tool_schema.function.name`; the name the model calls. */
+  readonly name: string;
+  readonly schema: OpenAIFunctionToolSchema;
+  /** The whole `config` block of the YAML entry. */
+  readonly config: Record<string, unknown>;
+  create(instanceId: string | undefined, kwargs: Record<string, unknown>): Promise<{ instanceId: string; response: ToolResponse }>;
+  execute(instanceId: string, parameters: Record<string, unknown>, ctx: ToolContext): Promise<ToolExecuteResult>;
+  calcReward(instanceId: string): Promise<number>;
+  release(instanceId: string): Promise<void>;
+  /** Frees shared resources (MCP connections); called once when the registry closes. */
+  close?(): Promise<void>;
+}
+
+/** What a tool class exported from a user module is constructed with (verl: `tool_cls(config, tool_schema)`). */
+export type ToolClass = new (config: Record<string, unknown>, toolSchema: OpenAIFunctionToolSchema) => Tool;

@@ -1,0 +1,121 @@
+/**
+ * `agentrl rollout` under faults: a server that fails a fifth of the requests (5xx, resets, hangs past the request
+ * timeout), and a run killed with SIGKILL and resumed. Every trajectory must end complete or failed with a reason,
+ * nothing may hang or be duplicated, and a resumed run must end with exactly one record per sample.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { spawn } from "node:child_process";
+import os from "node:os";
+import path from "node:path";
+import { CLI, REPO_ROOT, SHARED, runCli } from "./helpers/cli.js";
+import { IM_END, QWEN3_DIR } from "./helpers/qwen3.js";
+import { startFakeSglang, type FakeSglang } from "./fake-sglang/index.js";
+import { loadChatModel, type ChatModel } from "../src/chat/index.js";
+import { readTrajectories } from "../src/data/trajectory-store.js";
+import type { Trajectory } from "../src/data/trajectory.js";
+
+const GSM8K = path.join(SHARED, "datasets", "gsm8k");
+const TOOLS = path.join(REPO_ROOT, "tool-configs/gsm8k_tool_config.yaml");
+const tmp = (p: string) => mkdtempSync(path.join(os.tmpdir(), `agentrl-${p}-`));
+
+async function readAll(file: string): Promise<Trajectory[]> {
+  const out: Trajectory[] = [];
+  for await (const t of readTrajectories(file)) out.push(t);
+  return out;
+}
+
+let model: ChatModel;
+let respond: (inputIds: number[]) => number[];
+const data = tmp("faults-data");
+beforeAll(async () => {
+  model = await loadChatModel(QWEN3_DIR);
+  const toolResponse = model.tokenToId("<tool_response>")!;
+  const call = [...model.encode('<tool_call>\n{"name": "calc_gsm8k_reward", "arguments": {"answer": "18"}}\n</tool_call>'), IM_END];
+  const answer = [...model.encode("#### 18"), IM_END];
+  respond = (ids) => (ids.includes(toolResponse) ? answer : call);
+  expect((await runCli(["preprocess", "gsm8k", "-i", GSM8K, "-o", data, "--split", "train", "--limit", "100"])).code).toBe(0);
+});
+
+describe("rollout against a server failing 20% of requests", () => {
+  let fake: FakeSglang;
+  afterAll(async () => fake?.close());
+
+  it("ends every trajectory completed or failed with a reason, with bounded retries and no duplicates", async () => {
+    fake = await startFakeSglang({
+      respond: (ids) => respond(ids),
+      faults: {
+        random: { seed: 7, rate: 0.2, faults: [{ type: "status", status: 503 }, { type: "reset" }, { type: "hang" }] },
+      },
+    });
+    const out = path.join(tmp("faults-out"), "t.jsonl");
+    const result = await runCli(
+      [
+        "rollout", "--data", path.join(data, "train.parquet"), "--model", QWEN3_DIR, "--server", fake.url, "--tools", TOOLS,
+        "--limit", "30", "--n", "2", "--concurrency", "16", "--out", out, "--json",
+        "--set", "actor_rollout_ref.rollout.server.timeout=1",
+        "--set", "actor_rollout_ref.rollout.server.max_attempts=2",
+        "--set", "actor_rollout_ref.rollout.server.retry_delay=0.01",
+      ],
+      { timeoutMs: 120_000 },
+    );
+    const report = JSON.parse(result.stdout);
+    const all = await readAll(out);
+    expect(all).toHaveLength(60);
+    expect(new Set(all.map((t) => t.id)).size).toBe(60);
+    for (const t of all) {
+      expect(["completed", "failed"]).toContain(t.status);
+      if (t.status === "failed") {
+        expect(t.finish_reason).toBe("error");
+        expect(t.error).toBeTruthy();
+      }
+    }
+    const failed = all.filter((t) => t.status === "failed").length;
+    expect(report.summary.byStatus.completed ?? 0).toBe(60 - failed);
+    // With 2 tries per request and 20% faults, some requests were retried and recovered...
+    expect(report.engine.retries).toBeGreaterThan(0);
+    expect(all.some((t) => t.retries > 0 && t.status === "completed")).toBe(true);
+    // ...and the exit code says whether any trajectory failed.
+    expect(result.code).toBe(failed > 0 ? 1 : 0);
+    if (failed > 0) expect(result.stderr).toContain(`${failed} of 60 trajectories failed`);
+  });
+});
+
+describe("rollout killed with SIGKILL, then --resume", () => {
+  let fake: FakeSglang;
+  afterAll(async () => fake?.close());
+
+  it("ends with exactly 200 distinct records", async () => {
+    fake = await startFakeSglang({ respond: (ids) => respond(ids), latencyMs: 25 });
+    const out = path.join(tmp("kill-out"), "t.parquet");
+    const args = [
+      "rollout", "--data", path.join(data, "train.parquet"), "--model", QWEN3_DIR, "--server", fake.url, "--tools", TOOLS,
+      "--n", "2", "--concurrency", "8", "--out", out, "--set", "output.row_group_size=16",
+    ];
+    const child = spawn(process.execPath, [CLI, ...args], { stdio: "ignore" });
+    const pending = path.join(`${out}.parts`, "pending.jsonl");
+    const partsDir = `${out}.parts`;
+    // Kill once some trajectories are on disk but the run is far from done.
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      const lines = existsSync(pending) ? readFileSync(pending, "utf8").split("\n").length - 1 : 0;
+      if (lines >= 10 || Date.now() > deadline) break;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    child.kill("SIGKILL");
+    await new Promise((r) => child.on("close", r));
+    const before = await readAll(out);
+    expect(before.length).toBeGreaterThan(0);
+    expect(before.length).toBeLessThan(200);
+
+    const resumed = await runCli([...args, "--resume", "--json"], { timeoutMs: 120_000 });
+    expect(resumed.code, resumed.stderr).toBe(0);
+    const report = JSON.parse(resumed.stdout);
+    expect(report.resumed).toBe(before.length);
+    expect(report.summary.count).toBe(200 - before.length);
+    const all = await readAll(out);
+    expect(all).toHaveLength(200);
+    expect(new Set(all.map((t) => t.id)).size).toBe(200);
+    expect(existsSync(partsDir)).toBe(false);
+  });
+});
