@@ -236,6 +236,7 @@ export async function runTrajectory(sample: Sample, ctx: TrajectoryContext): Pro
     userTurns += 1;
   }
 
+  ctx.client.forgetStickyKey(id);
   const drift = conversation.driftMode === "off" ? undefined : conversation.driftCheck();
   const record = conversation.export();
   const responseText = model.decode(record.responseIds, { skipSpecialTokens: true });

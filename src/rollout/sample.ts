@@ -24,6 +24,8 @@ export interface Sample {
 export interface Prompt {
   dataIndex: number;
   row: VerlRow;
+  /** GRPO group of this prompt's samples; defaults to the row index (training gives each use of a row its own). */
+  groupId?: string;
 }
 
 /** Streams the validated rows of a dataset parquet, the first `limit` only when given. */
@@ -54,7 +56,7 @@ export function sampleOf(prompt: Prompt, sampleIndex: number): Sample {
   return {
     dataIndex: prompt.dataIndex,
     sampleIndex,
-    groupId: String(prompt.dataIndex),
+    groupId: prompt.groupId ?? String(prompt.dataIndex),
     dataSource: row.data_source,
     messages: row.prompt.map((m) => ({ ...m, content: m.content ?? "" })) as ChatMessage[],
     groundTruth: groundTruthText(row.reward_model?.ground_truth),

@@ -1,0 +1,515 @@
+/**
+ * The SGLang HTTP client: `/generate` with token ids in and token ids + logprobs out, across one router or
+ * several workers, with bounded retries, and the admin endpoints fanned out to every worker (the router does not
+ * route them; sglang.md §3). Protocol facts come from ../shared/reference/sglang.md.
+ */
+import { randomUUID } from "node:crypto";
+import { Agent, type Dispatcher } from "undici";
+import { UsageError } from "../errors.js";
+import { EngineConnectionError, EngineServerError } from "./errors.js";
+import { sendAttempt, type AttemptOutcome } from "./http.js";
+import { ServerPool } from "./pool.js";
+import { backoffDelayMs, retryAfterMs, sleep } from "./retry.js";
+import { callJson, callRaw, callText, type CallContext } from "./simple-call.js";
+import type {
+  AdminResult,
+  EngineStats,
+  FailureKind,
+  GenerateRequest,
+  GenerateResult,
+  ModelInfo,
+  ServerHealth,
+  UpdateWeightsResult,
+} from "./types.js";
+import {
+  errorMessageOf,
+  excerpt,
+  generateBody,
+  generateResponseSchema,
+  modelInfoSchema,
+  serverInfoSchema,
+  toGenerateResult,
+  toModelInfo,
+  toUpdateWeightsResult,
+  updateWeightsSchema,
+} from "./wire.js";
+
+export interface SglangClientOptions {
+  /** Base URLs that take /generate: several workers, or one sglang router. */
+  servers: string[];
+  /** Base URLs of every worker, for admin calls the router does not route. @default servers */
+  workers?: string[];
+  /** Sent as `Authorization: Bearer <key>`; never logged or put in an error. */
+  apiKey?: string;
+  /** Requests expected in flight at once; sizes the connection pool per server. @default 64 */
+  concurrency?: number;
+  /** @default 10_000 @unit milliseconds */
+  connectTimeoutMs?: number;
+  /** One /generate attempt, headers and body. @default 600_000 @unit milliseconds */
+  requestTimeoutMs?: number;
+  /** Admin calls; update_weights_from_disk waits for in-flight requests. @default 600_000 @unit milliseconds */
+  adminTimeoutMs?: number;
+  /** Retries after the first attempt. @default 3 */
+  maxRetries?: number;
+  /** @default 500 @unit milliseconds */
+  retryBaseDelayMs?: number;
+  /** @default 8_000 @unit milliseconds */
+  retryMaxDelayMs?: number;
+  /** Retry an attempt that timed out before any response byte (its rid is aborted on the server). @default true */
+  retryOnTimeout?: boolean;
+  /** How long a server that failed to connect or reset is avoided. @default 5_000 @unit milliseconds */
+  unhealthyCooldownMs?: number;
+  /** Injected dispatcher (tests, custom pools); the client then does not own or close it. */
+  dispatcher?: Dispatcher;
+  /** Randomness for jitter. @default Math.random */
+  random?: () => number;
+}
+
+const DEFAULTS = {
+  concurrency: 64,
+  connectTimeoutMs: 10_000,
+  requestTimeoutMs: 600_000,
+  adminTimeoutMs: 600_000,
+  maxRetries: 3,
+  retryBaseDelayMs: 500,
+  retryMaxDelayMs: 8_000,
+  retryOnTimeout: true,
+  unhealthyCooldownMs: 5_000,
+} as const;
+
+/** Best-effort /abort_request calls get this long; nobody waits on their result. */
+const ABORT_CALL_TIMEOUT_MS = 5_000;
+/** SGLang's /health runs a 1-token generation and gives up after SGLANG_HEALTH_CHECK_TIMEOUT (20 s). */
+const HEALTH_TIMEOUT_MS = 25_000;
+
+const FAILURE_KINDS: FailureKind[] = [
+  "connect",
+  "reset",
+  "timeout",
+  "partial_body",
+  "http_4xx",
+  "http_5xx",
+  "http_429",
+  "bad_response",
+];
+
+function zeroCounts(): Record<FailureKind, number> {
+  return Object.fromEntries(FAILURE_KINDS.map((kind) => [kind, 0])) as Record<FailureKind, number>;
+}
+
+export function newRid(): string {
+  return randomUUID().replaceAll("-", "");
+}
+
+function trimSlash(url: string): string {
+  return url.endsWith("/") ? url.slice(0, -1) : url;
+}
+
+/** Checks a server URL from the user (flag or config) and drops a trailing slash. */
+function serverUrl(url: string): string {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new UsageError(`server URL ${JSON.stringify(url)} is not a URL`, { hint: "write it like http://127.0.0.1:30000" });
+  }
+  if (parsed.protocol !== "http:" && parsed.protocol !== "https:") {
+    throw new UsageError(`server URL ${JSON.stringify(url)} must start with http:// or https://`);
+  }
+  return trimSlash(url);
+}
+
+/** What the retry loop does after one attempt. */
+type Verdict =
+  | { action: "done"; result: GenerateResult }
+  | { action: "cancelled" }
+  | { action: "retry"; kind: FailureKind; error: Error; delayMs?: number }
+  | { action: "fail"; error: EngineConnectionError | EngineServerError };
+
+export class SglangClient {
+  private readonly options: Required<Omit<SglangClientOptions, "apiKey" | "dispatcher" | "workers">>;
+  private readonly workers: string[];
+  private readonly pool: ServerPool;
+  private readonly dispatcher: Dispatcher;
+  private readonly ownsDispatcher: boolean;
+  // A private class field, so neither console.log(client) nor JSON.stringify(client) shows the key.
+  readonly #apiKey: string | undefined;
+  private readonly pendingAborts = new Set<Promise<void>>();
+  private readonly counters = {
+    requests: 0,
+    retries: 0,
+    successes: 0,
+    abortedByCaller: 0,
+    failures: zeroCounts(),
+    attemptErrors: zeroCounts(),
+  };
+
+  constructor(options: SglangClientOptions) {
+    if (options.servers.length === 0) throw new UsageError("no SGLang server given", { hint: "pass --server URL" });
+    this.options = {
+      concurrency: options.concurrency ?? DEFAULTS.concurrency,
+      connectTimeoutMs: options.connectTimeoutMs ?? DEFAULTS.connectTimeoutMs,
+      requestTimeoutMs: options.requestTimeoutMs ?? DEFAULTS.requestTimeoutMs,
+      adminTimeoutMs: options.adminTimeoutMs ?? DEFAULTS.adminTimeoutMs,
+      maxRetries: options.maxRetries ?? DEFAULTS.maxRetries,
+      retryBaseDelayMs: options.retryBaseDelayMs ?? DEFAULTS.retryBaseDelayMs,
+      retryMaxDelayMs: options.retryMaxDelayMs ?? DEFAULTS.retryMaxDelayMs,
+      retryOnTimeout: options.retryOnTimeout ?? DEFAULTS.retryOnTimeout,
+      unhealthyCooldownMs: options.unhealthyCooldownMs ?? DEFAULTS.unhealthyCooldownMs,
+      random: options.random ?? Math.random,
+      servers: options.servers.map(serverUrl),
+    };
+    this.workers = (options.workers ?? options.servers).map(serverUrl);
+    this.#apiKey = options.apiKey;
+    this.pool = new ServerPool(this.options.servers, {
+      unhealthyCooldownMs: this.options.unhealthyCooldownMs,
+      maxStickyKeys: Math.max(10_000, this.options.concurrency * 4),
+    });
+    if (options.dispatcher) {
+      this.dispatcher = options.dispatcher;
+      this.ownsDispatcher = false;
+    } else {
+      this.dispatcher = new Agent({
+        // One connection per request in flight: SGLang holds a /generate open for the whole generation.
+        connections: Math.max(1, this.options.concurrency),
+        connect: { timeout: this.options.connectTimeoutMs },
+        keepAliveTimeout: 30_000,
+      });
+      this.ownsDispatcher = true;
+    }
+  }
+
+  /** What the one-shot calls of simple-call.ts need; admin calls default to adminTimeoutMs. */
+  private get callContext(): CallContext {
+    return { dispatcher: this.dispatcher, headers: (json) => this.headers(json), timeoutMs: this.options.adminTimeoutMs };
+  }
+
+  private headers(json: boolean): Record<string, string> {
+    const headers: Record<string, string> = {};
+    if (json) headers["content-type"] = "application/json";
+    if (this.#apiKey !== undefined) headers.authorization = `Bearer ${this.#apiKey}`;
+    return headers;
+  }
+
+  /**
+   * One generation turn. Returns the result (including SGLang's own `abort` finish) or, when the caller's
+   * signal fired, a result with `abortedByCaller: true`. Throws EngineConnectionError / EngineServerError once
+   * retries are exhausted or the failure is not retryable (4xx, partial body, malformed response).
+   */
+  async generate(req: GenerateRequest): Promise<GenerateResult> {
+    let lastServer: string | undefined;
+    let lastError: { kind: FailureKind; error: Error } | undefined;
+    for (let attempt = 0; attempt <= this.options.maxRetries; attempt++) {
+      // A retry gets a fresh rid: the old one may still be live on the server, and SGLang aborts by rid prefix.
+      const rid = attempt === 0 && req.rid !== undefined ? req.rid : newRid();
+      const server = this.pool.pick(req.stickyKey, lastServer);
+      lastServer = server;
+      this.counters.requests++;
+      this.pool.acquire(server);
+      let outcome: AttemptOutcome;
+      try {
+        outcome = await sendAttempt({
+          dispatcher: this.dispatcher,
+          url: `${server}/generate`,
+          method: "POST",
+          headers: this.headers(true),
+          body: generateBody(req.inputIds, req.samplingParams, rid),
+          timeoutMs: this.options.requestTimeoutMs,
+          ...(req.signal ? { signal: req.signal } : {}),
+        });
+      } finally {
+        this.pool.release(server);
+      }
+      const verdict = this.judge(outcome, server, rid, attempt + 1);
+      if (verdict.action === "done") {
+        this.counters.successes++;
+        return verdict.result;
+      }
+      if (verdict.action === "cancelled") return this.cancelled(server, rid, attempt + 1);
+      if (verdict.action === "fail") {
+        this.counters.attemptErrors[verdict.error.kind]++;
+        this.counters.failures[verdict.error.kind]++;
+        throw verdict.error;
+      }
+      this.counters.attemptErrors[verdict.kind]++;
+      lastError = { kind: verdict.kind, error: verdict.error };
+      if (attempt === this.options.maxRetries) break;
+      this.counters.retries++;
+      const delay =
+        verdict.delayMs ??
+        backoffDelayMs(attempt, {
+          baseDelayMs: this.options.retryBaseDelayMs,
+          maxDelayMs: this.options.retryMaxDelayMs,
+          random: this.options.random,
+        });
+      const slept = await sleep(delay, req.signal);
+      if (!slept) return this.cancelled(server, null, attempt + 1);
+    }
+    // Retries exhausted on a retryable failure.
+    const final = lastError!;
+    this.counters.failures[final.kind]++;
+    const attempts = this.options.maxRetries + 1;
+    const message = `/generate failed after ${attempts} attempts (last on ${lastServer}): ${final.error.message}`;
+    if (final.error instanceof EngineServerError) {
+      throw new EngineServerError(message, final.error.status, final.error.bodyExcerpt, final.kind, lastServer!, attempts, {
+        cause: final.error,
+      });
+    }
+    throw new EngineConnectionError(message, final.kind, lastServer!, attempts, {
+      cause: final.error,
+      hint: "check that the SGLang server is up and answering (agentrl doctor), or raise the request timeout",
+    });
+  }
+
+  /** Maps one attempt's outcome to what the retry loop does next. */
+  private judge(outcome: AttemptOutcome, server: string, rid: string, attempts: number): Verdict {
+    if (outcome.kind === "cancelled") return { action: "cancelled" };
+    if (outcome.kind === "failed") {
+      const message = `${outcome.failure} on ${server}/generate: ${outcome.error.message}`;
+      if (outcome.failure === "connect" || outcome.failure === "reset") this.pool.markUnhealthy(server);
+      if (outcome.failure === "timeout") {
+        // The server may still be generating for this rid: free its slot before trying elsewhere.
+        this.abortOnServer(server, rid);
+        if (this.options.retryOnTimeout) return { action: "retry", kind: "timeout", error: new Error(message) };
+      }
+      if (outcome.failure === "connect" || outcome.failure === "reset") {
+        return { action: "retry", kind: outcome.failure, error: new Error(message, { cause: outcome.error }) };
+      }
+      // A partial body means the server ran the request; running it again would sample a second answer.
+      return {
+        action: "fail",
+        error: new EngineConnectionError(message, outcome.failure, server, attempts, { cause: outcome.error }),
+      };
+    }
+    const { status, bodyText, headers } = outcome;
+    if (status >= 200 && status < 300) return this.parseGenerate(bodyText, server, attempts);
+    const serverMessage = errorMessageOf(bodyText);
+    const message = `${server}/generate answered HTTP ${status}: ${serverMessage}`;
+    const kind: FailureKind = status === 429 ? "http_429" : status >= 500 || status === 408 ? "http_5xx" : "http_4xx";
+    const error = new EngineServerError(message, status, excerpt(bodyText), kind, server, attempts, {
+      ...(status === 401 ? { hint: "the server wants an API key: pass --api-key (or check the one given)" } : {}),
+    });
+    if (kind === "http_4xx") return { action: "fail", error };
+    const delayMs = retryAfterMs(headers);
+    return delayMs === undefined ? { action: "retry", kind, error } : { action: "retry", kind, error, delayMs };
+  }
+
+  private parseGenerate(bodyText: string, server: string, attempts: number): Verdict {
+    const fail = (why: string, cause?: unknown): Verdict => ({
+      action: "fail",
+      error: new EngineServerError(
+        `${server}/generate sent a response that breaks the protocol: ${why}`,
+        200,
+        excerpt(bodyText),
+        "bad_response",
+        server,
+        attempts,
+        { cause },
+      ),
+    });
+    let json: unknown;
+    try {
+      json = JSON.parse(bodyText);
+    } catch (err) {
+      return fail("body is not JSON", err);
+    }
+    const parsed = generateResponseSchema.safeParse(json);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      return fail(`${issue?.path.join(".") || "(root)"}: ${issue?.message ?? "invalid"}`, parsed.error);
+    }
+    try {
+      this.pool.markHealthy(server);
+      return { action: "done", result: toGenerateResult(parsed.data, { server, attempts }) };
+    } catch (err) {
+      return fail((err as Error).message, err);
+    }
+  }
+
+  private cancelled(server: string, rid: string | null, attempts: number): GenerateResult {
+    this.counters.abortedByCaller++;
+    // Dropping the connection already aborts the request in SGLang; the explicit call covers proxies and routers
+    // that keep the upstream request alive.
+    if (rid !== null) this.abortOnServer(server, rid);
+    return {
+      outputIds: [],
+      logprobs: [],
+      finishReason: { type: "abort", message: "aborted by the caller" },
+      abortedByCaller: true,
+      promptTokens: 0,
+      completionTokens: 0,
+      cachedTokens: 0,
+      weightVersion: null,
+      e2eLatency: null,
+      rid: rid ?? "",
+      server,
+      attempts,
+    };
+  }
+
+  /**
+   * Fire-and-forget POST /abort_request for one rid; close() waits for these. Behind a router (a generate URL
+   * that is not a worker) we cannot know which worker holds the rid, and the router does not route aborts, so
+   * every worker gets it; SGLang ignores rids it does not hold.
+   */
+  private abortOnServer(server: string, rid: string): void {
+    const targets = this.workers.includes(server) ? [server] : this.workers;
+    for (const target of targets) {
+      const call = sendAttempt({
+        dispatcher: this.dispatcher,
+        url: `${target}/abort_request`,
+        method: "POST",
+        headers: this.headers(true),
+        body: JSON.stringify({ rid, abort_all: false }),
+        timeoutMs: ABORT_CALL_TIMEOUT_MS,
+      }).then(() => undefined);
+      this.pendingAborts.add(call);
+      void call.finally(() => this.pendingAborts.delete(call));
+    }
+  }
+
+  /** Drops a finished trajectory's server pin. */
+  forgetStickyKey(stickyKey: string): void {
+    this.pool.forget(stickyKey);
+  }
+
+  stats(): EngineStats {
+    return {
+      requests: this.counters.requests,
+      retries: this.counters.retries,
+      successes: this.counters.successes,
+      abortedByCaller: this.counters.abortedByCaller,
+      failures: { ...this.counters.failures },
+      attemptErrors: { ...this.counters.attemptErrors },
+      inFlight: this.pool.inFlightByServer(),
+    };
+  }
+
+  // ---- single-server reads -------------------------------------------------------------------------------
+
+  /** GET /health on every generate server; 200 is healthy. Also updates the pool's view. */
+  async health(): Promise<ServerHealth[]> {
+    return Promise.all(
+      this.options.servers.map(async (server) => {
+        try {
+          const { status } = await callRaw(this.callContext, server, "GET", "/health", undefined, HEALTH_TIMEOUT_MS);
+          const healthy = status === 200;
+          if (healthy) this.pool.markHealthy(server);
+          return { server, healthy, status };
+        } catch {
+          this.pool.markUnhealthy(server);
+          return { server, healthy: false, status: null };
+        }
+      }),
+    );
+  }
+
+  /** GET /model_info, falling back to the deprecated /get_model_info on a 404 (older servers). */
+  async modelInfo(server: string = this.options.servers[0]!): Promise<ModelInfo> {
+    const base = trimSlash(server);
+    try {
+      return toModelInfo(await callJson(this.callContext, base, "GET", "/model_info", undefined, modelInfoSchema, HEALTH_TIMEOUT_MS));
+    } catch (err) {
+      if (!(err instanceof EngineServerError) || err.status !== 404) throw err;
+      return toModelInfo(await callJson(this.callContext, base, "GET", "/get_model_info", undefined, modelInfoSchema, HEALTH_TIMEOUT_MS));
+    }
+  }
+
+  /** GET /server_info: every server arg plus scheduler state, as sent. */
+  async serverInfo(server: string = this.options.servers[0]!): Promise<Record<string, unknown>> {
+    return callJson(this.callContext, trimSlash(server), "GET", "/server_info", undefined, serverInfoSchema, HEALTH_TIMEOUT_MS);
+  }
+
+  // ---- admin calls, fanned out to every worker ----------------------------------------------------------
+
+  private fanOut<T>(run: (server: string) => Promise<T>): Promise<AdminResult<T>[]> {
+    return Promise.all(
+      this.workers.map(async (server): Promise<AdminResult<T>> => {
+        try {
+          return { server, ok: true, value: await run(server) };
+        } catch (err) {
+          return { server, ok: false, error: err instanceof Error ? err : new Error(String(err)) };
+        }
+      }),
+    );
+  }
+
+  /** POST /flush_cache on every worker; fails (400) on a worker with requests running. */
+  flushCache(): Promise<AdminResult<string>[]> {
+    return this.fanOut((server) => callText(this.callContext, server, "POST", "/flush_cache", undefined));
+  }
+
+  /**
+   * POST /update_weights_from_disk on every worker. A 400 with the documented body is a result with
+   * `success: false`, not an error. SGLang waits for in-flight requests unless generation is paused.
+   */
+  updateWeightsFromDisk(args: {
+    modelPath: string;
+    weightVersion?: string;
+    abortAllRequests?: boolean;
+    flushCache?: boolean;
+    loadFormat?: string;
+  }): Promise<AdminResult<UpdateWeightsResult>[]> {
+    const body: Record<string, unknown> = { model_path: args.modelPath };
+    if (args.weightVersion !== undefined) body.weight_version = args.weightVersion;
+    if (args.abortAllRequests !== undefined) body.abort_all_requests = args.abortAllRequests;
+    if (args.flushCache !== undefined) body.flush_cache = args.flushCache;
+    if (args.loadFormat !== undefined) body.load_format = args.loadFormat;
+    return this.fanOut(async (server) =>
+      toUpdateWeightsResult(
+        await callJson(this.callContext, server, "POST", "/update_weights_from_disk", body, updateWeightsSchema, this.options.adminTimeoutMs, (s) =>
+          s === 200 || s === 400,
+        ),
+      ),
+    );
+  }
+
+  /** POST /abort_request on every worker. Abort batch items by their exact `{rid}_{i}` ids, or use abortAll. */
+  abortRequest(args: { rid?: string; abortAll?: boolean }): Promise<AdminResult<null>[]> {
+    const body = { rid: args.rid ?? "", abort_all: args.abortAll ?? false };
+    return this.fanOut(async (server) => {
+      await callText(this.callContext, server, "POST", "/abort_request", body);
+      return null;
+    });
+  }
+
+  /** Needs --enable-memory-saver and an idle server. No tags means all (weights, kv_cache, cuda_graph). */
+  releaseMemoryOccupation(args: { tags?: string[] } = {}): Promise<AdminResult<null>[]> {
+    return this.fanOut(async (server) => {
+      await callText(this.callContext, server, "POST", "/release_memory_occupation", args.tags ? { tags: args.tags } : {});
+      return null;
+    });
+  }
+
+  resumeMemoryOccupation(args: { tags?: string[] } = {}): Promise<AdminResult<null>[]> {
+    return this.fanOut(async (server) => {
+      await callText(this.callContext, server, "POST", "/resume_memory_occupation", args.tags ? { tags: args.tags } : {});
+      return null;
+    });
+  }
+
+  /** `abort` aborts in-flight requests; `retract` re-queues them; `in_place` holds them. */
+  pauseGeneration(args: { mode?: "abort" | "retract" | "in_place" } = {}): Promise<AdminResult<string>[]> {
+    return this.fanOut((server) => callText(this.callContext, server, "POST", "/pause_generation", { mode: args.mode ?? "abort" }));
+  }
+
+  continueGeneration(args: { torchEmptyCache?: boolean } = {}): Promise<AdminResult<string>[]> {
+    // SGLang requires a body here; `{}` keeps its defaults.
+    const body = args.torchEmptyCache === undefined ? {} : { torch_empty_cache: args.torchEmptyCache };
+    return this.fanOut((server) => callText(this.callContext, server, "POST", "/continue_generation", body));
+  }
+
+  /**
+   * Waits for best-effort abort calls, then closes the connection pool if the client made it. It waits for
+   * requests still in flight: abort them first through their signals, or call destroy().
+   */
+  async close(): Promise<void> {
+    await Promise.allSettled([...this.pendingAborts]);
+    if (this.ownsDispatcher) await this.dispatcher.close();
+  }
+
+  /** Drops every connection at once; requests still in flight fail. For shutdown paths that cannot wait. */
+  async destroy(): Promise<void> {
+    if (this.ownsDispatcher) await this.dispatcher.destroy();
+  }
+}

@@ -1,0 +1,106 @@
+/**
+ * Which server gets the next request: least outstanding requests among the healthy servers, except that a
+ * trajectory (its sticky key) stays on the server it started on, so the server's radix cache already holds its
+ * prefix. A server that fails at the connection level is skipped for a cool-down, and its trajectories move.
+ */
+
+export interface ServerPoolOptions {
+  /** How long a server that failed at the connection level is avoided. */
+  unhealthyCooldownMs: number;
+  /** Bound on remembered sticky keys; the least recently used are forgotten first. */
+  maxStickyKeys: number;
+  now?: () => number;
+}
+
+export class ServerPool {
+  private readonly inFlight = new Map<string, number>();
+  private readonly unhealthyUntil = new Map<string, number>();
+  private readonly sticky = new Map<string, string>();
+  /** Rotates the tie-break so equal loads spread across servers instead of piling on the first. */
+  private nextTieBreak = 0;
+  private readonly now: () => number;
+
+  constructor(
+    readonly servers: readonly string[],
+    private readonly options: ServerPoolOptions,
+  ) {
+    if (servers.length === 0) throw new Error("ServerPool needs at least one server");
+    for (const server of servers) this.inFlight.set(server, 0);
+    this.now = options.now ?? Date.now;
+  }
+
+  isHealthy(server: string): boolean {
+    return (this.unhealthyUntil.get(server) ?? 0) <= this.now();
+  }
+
+  /**
+   * Picks a server for a request. `avoid` is the server the previous attempt failed on: a retry goes elsewhere
+   * when another healthy server exists.
+   */
+  pick(stickyKey?: string, avoid?: string): string {
+    if (stickyKey !== undefined) {
+      const pinned = this.sticky.get(stickyKey);
+      if (pinned !== undefined && pinned !== avoid && this.isHealthy(pinned)) {
+        // Refresh its place in the LRU order.
+        this.sticky.delete(stickyKey);
+        this.sticky.set(stickyKey, pinned);
+        return pinned;
+      }
+    }
+    const healthy = this.servers.filter((s) => this.isHealthy(s));
+    const preferred = healthy.filter((s) => s !== avoid);
+    const candidates = preferred.length > 0 ? preferred : healthy.length > 0 ? healthy : this.servers;
+    const chosen = this.leastOutstanding(candidates);
+    if (stickyKey !== undefined) this.remember(stickyKey, chosen);
+    return chosen;
+  }
+
+  private leastOutstanding(candidates: readonly string[]): string {
+    const start = this.nextTieBreak++ % candidates.length;
+    let best = candidates[start]!;
+    let bestLoad = this.inFlight.get(best) ?? 0;
+    for (let i = 1; i < candidates.length; i++) {
+      const server = candidates[(start + i) % candidates.length]!;
+      const load = this.inFlight.get(server) ?? 0;
+      if (load < bestLoad) {
+        best = server;
+        bestLoad = load;
+      }
+    }
+    return best;
+  }
+
+  private remember(stickyKey: string, server: string): void {
+    this.sticky.delete(stickyKey);
+    this.sticky.set(stickyKey, server);
+    if (this.sticky.size > this.options.maxStickyKeys) {
+      const oldest = this.sticky.keys().next().value;
+      if (oldest !== undefined) this.sticky.delete(oldest);
+    }
+  }
+
+  /** Drops a finished trajectory's pin. */
+  forget(stickyKey: string): void {
+    this.sticky.delete(stickyKey);
+  }
+
+  acquire(server: string): void {
+    this.inFlight.set(server, (this.inFlight.get(server) ?? 0) + 1);
+  }
+
+  release(server: string): void {
+    this.inFlight.set(server, Math.max(0, (this.inFlight.get(server) ?? 0) - 1));
+  }
+
+  markUnhealthy(server: string): void {
+    this.unhealthyUntil.set(server, this.now() + this.options.unhealthyCooldownMs);
+  }
+
+  markHealthy(server: string): void {
+    this.unhealthyUntil.delete(server);
+  }
+
+  inFlightByServer(): Record<string, number> {
+    return Object.fromEntries(this.inFlight);
+  }
+}

@@ -1,0 +1,206 @@
+/**
+ * SGLang's wire format: zod schemas for what the server sends back, and the translation from our camelCase
+ * request to its snake_case body. Schemas are loose (unknown keys pass) because SGLang adds meta_info keys
+ * between versions (spec_*, dp_rank, metric timestamps); only the keys we read are checked.
+ */
+import { z } from "zod";
+import type { FinishReason, GenerateResult, ModelInfo, SamplingParams, UpdateWeightsResult } from "./types.js";
+
+const finishReasonSchema = z.union([
+  z.looseObject({ type: z.literal("stop"), matched: z.union([z.number().int(), z.string(), z.null()]).optional() }),
+  z.looseObject({ type: z.literal("length"), length: z.number().int() }),
+  z.looseObject({
+    type: z.literal("abort"),
+    message: z.string().nullish(),
+    status_code: z.number().int().nullish(),
+    err_type: z.string().nullish(),
+  }),
+]);
+
+type LogprobEntry = [number, number, string | null, ...unknown[]];
+
+// Token lists run to thousands of entries; a plain loop inside z.custom checks them about 3x faster than
+// z.array(z.tuple(...)), which matters at thousands of requests per second.
+const tokenIdsSchema = z.custom<number[]>(
+  (value) => Array.isArray(value) && value.every((id) => Number.isInteger(id)),
+  { message: "expected a list of integer token ids" },
+);
+
+/** `[logprob, token_id, text|null]`; logprob is null only for the first input token, never for outputs. */
+const outputLogprobsSchema = z.custom<LogprobEntry[]>(
+  (value) =>
+    Array.isArray(value) &&
+    value.every(
+      (entry) =>
+        Array.isArray(entry) &&
+        entry.length >= 3 &&
+        typeof entry[0] === "number" &&
+        Number.isInteger(entry[1]) &&
+        (entry[2] === null || typeof entry[2] === "string"),
+    ),
+  { message: "expected a list of [logprob, token_id, text|null]" },
+);
+
+export const generateResponseSchema = z.looseObject({
+  output_ids: tokenIdsSchema,
+  meta_info: z.looseObject({
+    id: z.string(),
+    finish_reason: finishReasonSchema,
+    prompt_tokens: z.number().int(),
+    completion_tokens: z.number().int(),
+    cached_tokens: z.number().int().optional(),
+    weight_version: z.string().nullish(),
+    e2e_latency: z.number().nullish(),
+    output_token_logprobs: outputLogprobsSchema,
+  }),
+});
+
+export type GenerateResponse = z.infer<typeof generateResponseSchema>;
+
+/** SGLang's error bodies: `{"error":{"message"}}`, FastAPI's `{"detail"}`, the OpenAI-style top level, or `{"error":"Unauthorized"}`. */
+const errorBodySchema = z.looseObject({
+  error: z.union([z.string(), z.looseObject({ message: z.string() })]).optional(),
+  detail: z.unknown().optional(),
+  message: z.string().optional(),
+});
+
+/** The server's own error message, or the start of the body when it is not one of the known shapes. */
+export function errorMessageOf(bodyText: string): string {
+  try {
+    const parsed = errorBodySchema.safeParse(JSON.parse(bodyText));
+    if (parsed.success) {
+      const { error, detail, message } = parsed.data;
+      if (typeof error === "string") return error;
+      if (error !== undefined) return error.message;
+      if (typeof detail === "string") return detail;
+      if (detail !== undefined) return JSON.stringify(detail);
+      if (message !== undefined) return message;
+    }
+  } catch {
+    // not JSON: fall through to the raw excerpt
+  }
+  return excerpt(bodyText);
+}
+
+export function excerpt(text: string, max = 300): string {
+  const flat = text.replace(/\s+/g, " ").trim();
+  return flat.length > max ? `${flat.slice(0, max)}…` : flat;
+}
+
+export const modelInfoSchema = z.looseObject({
+  model_path: z.string(),
+  tokenizer_path: z.string().nullish(),
+  is_generation: z.boolean().optional(),
+  weight_version: z.string().nullish(),
+  model_type: z.string().nullish(),
+  architectures: z.array(z.string()).nullish(),
+});
+
+export const updateWeightsSchema = z.looseObject({
+  success: z.boolean(),
+  message: z.string(),
+  num_paused_requests: z.number().int().optional(),
+});
+
+export const serverInfoSchema = z.record(z.string(), z.unknown());
+
+export function toWireSamplingParams(params: SamplingParams): Record<string, unknown> {
+  const wire: Record<string, unknown> = { ...params.extra, max_new_tokens: params.maxNewTokens };
+  const mapping: Array<[keyof SamplingParams, string]> = [
+    ["temperature", "temperature"],
+    ["topP", "top_p"],
+    ["topK", "top_k"],
+    ["minP", "min_p"],
+    ["stopTokenIds", "stop_token_ids"],
+    ["stop", "stop"],
+    ["ignoreEos", "ignore_eos"],
+    ["minNewTokens", "min_new_tokens"],
+    ["frequencyPenalty", "frequency_penalty"],
+    ["presencePenalty", "presence_penalty"],
+    ["repetitionPenalty", "repetition_penalty"],
+    ["samplingSeed", "sampling_seed"],
+  ];
+  for (const [ours, theirs] of mapping) {
+    if (params[ours] !== undefined) wire[theirs] = params[ours];
+  }
+  // Tool-call markers must survive detokenization for client-side parsing (sglang.md §2, "Parsing behaviour").
+  wire.skip_special_tokens = false;
+  return wire;
+}
+
+export function generateBody(inputIds: number[], params: SamplingParams, rid: string): string {
+  return JSON.stringify({
+    input_ids: inputIds,
+    sampling_params: toWireSamplingParams(params),
+    rid,
+    return_logprob: true,
+  });
+}
+
+function toFinishReason(wire: GenerateResponse["meta_info"]["finish_reason"]): FinishReason {
+  switch (wire.type) {
+    case "stop":
+      return wire.matched === undefined ? { type: "stop" } : { type: "stop", matched: wire.matched };
+    case "length":
+      return { type: "length", length: wire.length };
+    case "abort": {
+      const reason: FinishReason = { type: "abort" };
+      if (wire.message != null) reason.message = wire.message;
+      if (wire.status_code !== undefined) reason.statusCode = wire.status_code;
+      if (wire.err_type !== undefined) reason.errType = wire.err_type;
+      return reason;
+    }
+  }
+}
+
+/**
+ * Turns a validated response into our result. Throws when the token and logprob lists disagree: a trainer
+ * fed misaligned behaviour logprobs learns from the wrong tokens without any error.
+ */
+export function toGenerateResult(
+  wire: GenerateResponse,
+  context: { server: string; attempts: number },
+): GenerateResult {
+  const meta = wire.meta_info;
+  const logprobs = meta.output_token_logprobs.map((entry) => entry[0]);
+  if (logprobs.length !== wire.output_ids.length) {
+    throw new Error(
+      `output_token_logprobs has ${logprobs.length} entries but output_ids has ${wire.output_ids.length}`,
+    );
+  }
+  meta.output_token_logprobs.forEach((entry, i) => {
+    if (entry[1] !== wire.output_ids[i]) {
+      throw new Error(`output_token_logprobs[${i}] is for token ${entry[1]} but output_ids[${i}] is ${wire.output_ids[i]}`);
+    }
+  });
+  return {
+    outputIds: wire.output_ids,
+    logprobs,
+    finishReason: toFinishReason(meta.finish_reason),
+    abortedByCaller: false,
+    promptTokens: meta.prompt_tokens,
+    completionTokens: meta.completion_tokens,
+    cachedTokens: meta.cached_tokens ?? 0,
+    weightVersion: meta.weight_version ?? null,
+    e2eLatency: meta.e2e_latency ?? null,
+    rid: meta.id,
+    server: context.server,
+    attempts: context.attempts,
+  };
+}
+
+export function toModelInfo(wire: z.infer<typeof modelInfoSchema>): ModelInfo {
+  return {
+    modelPath: wire.model_path,
+    tokenizerPath: wire.tokenizer_path ?? null,
+    isGeneration: wire.is_generation ?? true,
+    weightVersion: wire.weight_version ?? null,
+    modelType: wire.model_type ?? null,
+    architectures: wire.architectures ?? null,
+    raw: wire,
+  };
+}
+
+export function toUpdateWeightsResult(wire: z.infer<typeof updateWeightsSchema>): UpdateWeightsResult {
+  return { success: wire.success, message: wire.message, numPausedRequests: wire.num_paused_requests ?? 0 };
+}

@@ -1,0 +1,125 @@
+/**
+ * `agentrl train`'s configuration: one tree with verl's key names and meanings (data.*, actor_rollout_ref.*,
+ * algorithm.*, trainer.*), so a verl user can read it at a glance. Strict: a misspelled key is an error naming the
+ * nearest valid key, never a silent no-op. docs/config.md lists every key with its default.
+ */
+import { z } from "zod";
+import { rolloutSchema } from "../rollout/config.js";
+
+const files = z.union([z.string(), z.array(z.string()).min(1)]);
+
+export const trainConfigSchema = z.strictObject({
+  data: z
+    .strictObject({
+      train_files: files.describe("training dataset parquet file(s) in verl's schema"),
+      val_files: files.nullable().default(null).describe("validation parquet file(s); null = no validation"),
+      train_batch_size: z.number().int().positive().default(8).describe("prompts per training step"),
+      val_max_samples: z.number().int().positive().nullable().default(null).describe("validate on the first N prompts only"),
+      max_prompt_length: z.number().int().positive().default(1024).describe("tokens of the rendered prompt"),
+      max_response_length: z.number().int().positive().default(1024).describe("tokens of the whole multi-turn response"),
+      shuffle: z.boolean().default(true).describe("shuffle the training prompts each epoch (seeded)"),
+      seed: z.number().int().default(1).describe("seed of the data order"),
+      filter_overlong_prompts: z.boolean().default(true).describe("skip prompts longer than max_prompt_length"),
+    })
+    .describe("data"),
+  actor_rollout_ref: z.strictObject({
+    model: z.strictObject({
+      path: z.string().describe("Hugging Face model folder: the initial policy, tokenizer and chat template"),
+      enable_gradient_checkpointing: z.boolean().default(false),
+    }),
+    actor: z
+      .strictObject({
+        optim: z
+          .strictObject({
+            lr: z.number().positive().default(1e-6),
+            lr_warmup_steps: z.number().int().nonnegative().default(0).describe("linear warm-up over optimizer steps"),
+            weight_decay: z.number().nonnegative().default(0.01),
+            betas: z.tuple([z.number(), z.number()]).default([0.9, 0.999]),
+          })
+          .prefault({}),
+        ppo_mini_batch_size: z
+          .number().int().positive().nullable().default(null)
+          .describe("prompts per optimizer step (verl counts prompts, not trajectories); null = train_batch_size"),
+        ppo_epochs: z.number().int().positive().default(1),
+        ppo_max_token_len_per_gpu: z.number().int().positive().default(16384).describe("token budget of a packed micro-batch per GPU"),
+        clip_ratio_low: z.number().nonnegative().default(0.2),
+        clip_ratio_high: z.number().nonnegative().default(0.2),
+        clip_ratio_c: z.number().gt(1).default(3.0).describe("dual-clip constant"),
+        loss_agg_mode: z.enum(["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"]).default("token-mean"),
+        loss_scale_factor: z.number().positive().nullable().default(null),
+        use_kl_loss: z.boolean().default(false).describe("KL-to-reference loss (keeps a frozen reference model)"),
+        kl_loss_coef: z.number().nonnegative().default(0.001),
+        kl_loss_type: z.enum(["k1", "kl", "abs", "k2", "mse", "k3", "low_var_kl"]).default("low_var_kl"),
+        entropy_coeff: z.number().default(0),
+        grad_clip: z.number().positive().default(1.0),
+        fsdp_config: z
+          .strictObject({
+            dtype: z.enum(["float32", "bfloat16"]).default("float32").describe("master weights; compute is bf16 on GPU"),
+            reshard_after_forward: z.boolean().default(true),
+          })
+          .prefault({}),
+      })
+      .prefault({}),
+    rollout: rolloutSchema
+      .extend({
+        name: z
+          .enum(["embedded", "sglang"]).default("embedded")
+          .describe("embedded: agentrl starts its CPU/GPU engine; sglang: attach to server.urls"),
+        val_kwargs: z
+          .strictObject({
+            temperature: z.number().nonnegative().default(0),
+            top_p: z.number().gt(0).lte(1).default(1.0),
+            top_k: z.number().int().default(-1),
+            n: z.number().int().positive().default(1).describe("samples per validation prompt; pass@k is reported when > 1"),
+          })
+          .prefault({}),
+      })
+      .prefault({}),
+  }),
+  algorithm: z
+    .strictObject({
+      adv_estimator: z.enum(["grpo", "rloo"]).default("grpo"),
+      norm_adv_by_std_in_grpo: z.boolean().default(true).describe("false = Dr.GRPO"),
+      rollout_is_threshold: z
+        .number().positive().nullable().default(null)
+        .describe("truncated importance sampling against the engine's behaviour log-probs; null = off"),
+      filter_groups: z
+        .strictObject({
+          enable: z.boolean().default(false).describe("dynamic sampling: drop groups whose rewards are all equal"),
+          max_num_gen_batches: z.number().int().positive().default(4).describe("most rollout rounds per step to refill the batch"),
+        })
+        .prefault({}),
+    })
+    .prefault({}),
+  custom_reward_function: z
+    .strictObject({
+      path: z.string().nullable().default(null),
+      name: z.string().default("compute_score"),
+    })
+    .prefault({}),
+  trainer: z
+    .strictObject({
+      project_name: z.string().default("agentrl"),
+      experiment_name: z.string().default("run"),
+      default_local_dir: z.string().nullable().default(null).describe("run folder; null = runs/<experiment_name>"),
+      total_epochs: z.number().int().positive().default(1),
+      total_training_steps: z.number().int().positive().nullable().default(null).describe("null = total_epochs over the data"),
+      save_freq: z.number().int().default(-1).describe("checkpoint every N steps; -1 = only at the end and on Ctrl-C"),
+      test_freq: z.number().int().default(-1).describe("validate every N steps; -1 = never during training"),
+      val_before_train: z.boolean().default(false),
+      nnodes: z.number().int().positive().default(1),
+      n_gpus_per_node: z.number().int().positive().default(1).describe("training ranks per node (torchrun --nproc_per_node)"),
+      torchrun_args: z.array(z.string()).default([]).describe("multi-node rendezvous flags, e.g. [--node_rank, 0, --rdzv_endpoint, host:29500]"),
+      colocate: z.boolean().default(false).describe("SGLang shares the GPUs: release its memory around training"),
+      logger: z.array(z.enum(["console", "tensorboard", "wandb"])).default(["console"]),
+      seed: z.number().int().default(0).describe("seed of the worker (init, dropout) and of sampling"),
+    })
+    .prefault({}),
+});
+
+export type TrainConfig = z.infer<typeof trainConfigSchema>;
+
+export function asList(value: string | string[] | null): string[] {
+  if (value === null) return [];
+  return Array.isArray(value) ? value : [value];
+}

@@ -1,0 +1,108 @@
+/**
+ * The run folder (docs/run-folder.md): where a training run keeps its config, metrics, rollouts, checkpoints and
+ * logs, and the small state file that --resume starts from. Every file that matters for resume is written atomically.
+ */
+import { appendFileSync, existsSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdir, readFile } from "node:fs/promises";
+import path from "node:path";
+import { dump as dumpYaml } from "js-yaml";
+import { z } from "zod";
+import { InputError, RefusedError } from "../errors.js";
+import { writeFileAtomic } from "../data/atomic.js";
+import type { CursorState } from "./data-cursor.js";
+
+export const runStateSchema = z.object({
+  /** Last completed training step (0 = none). */
+  step: z.number().int().nonnegative(),
+  cursor: z.object({ epoch: z.number().int(), offset: z.number().int() }),
+  /** Checkpoint folder of `step`, relative to the run folder. */
+  checkpoint: z.string(),
+  weight_version: z.string().nullable(),
+});
+export type RunState = z.infer<typeof runStateSchema>;
+
+export class RunDir {
+  constructor(readonly root: string) {}
+
+  get configFile(): string {
+    return path.join(this.root, "config.yaml");
+  }
+  get stateFile(): string {
+    return path.join(this.root, "state.json");
+  }
+  get metricsFile(): string {
+    return path.join(this.root, "metrics.jsonl");
+  }
+  get weightsDir(): string {
+    return path.join(this.root, "weights");
+  }
+  logFile(name: string): string {
+    return path.join(this.root, "logs", `${name}.log`);
+  }
+  rolloutFile(step: number, kind: "step" | "val" = "step"): string {
+    return path.join(this.root, "rollouts", `${kind}-${String(step).padStart(6, "0")}.parquet`);
+  }
+  checkpointDir(step: number): string {
+    return path.join(this.root, "checkpoints", `step-${String(step).padStart(6, "0")}`);
+  }
+
+  /** Creates the folder. A folder with a previous run needs --resume (continue) or --force (start over). */
+  async prepare(options: { resume: boolean; force: boolean }): Promise<RunState | undefined> {
+    const hasRun = existsSync(this.stateFile) || existsSync(this.metricsFile);
+    if (hasRun && !options.resume && !options.force) {
+      throw new RefusedError(`${this.root} already holds a run`, {
+        hint: "pass --resume to continue it from its last checkpoint, --force to start over, or set trainer.experiment_name",
+      });
+    }
+    if (hasRun && options.force && !options.resume) {
+      const { rm } = await import("node:fs/promises");
+      await rm(this.root, { recursive: true, force: true });
+    }
+    for (const sub of ["rollouts", "checkpoints", "logs"]) await mkdir(path.join(this.root, sub), { recursive: true });
+    if (options.resume) return this.readState();
+    return undefined;
+  }
+
+  async readState(): Promise<RunState | undefined> {
+    if (!existsSync(this.stateFile)) return undefined;
+    const parsed = runStateSchema.safeParse(JSON.parse(await readFile(this.stateFile, "utf8")));
+    if (!parsed.success) throw new InputError(`${this.stateFile}: not a run state file`);
+    return parsed.data;
+  }
+
+  async writeState(state: RunState): Promise<void> {
+    await writeFileAtomic(this.stateFile, `${JSON.stringify(state, null, 2)}\n`);
+  }
+
+  async writeConfig(config: unknown): Promise<void> {
+    await writeFileAtomic(this.configFile, dumpYaml(config, { lineWidth: 120 }));
+  }
+
+  appendMetrics(record: Record<string, unknown>): void {
+    appendFileSync(this.metricsFile, `${JSON.stringify(record)}\n`);
+  }
+
+  /** On resume, steps after the checkpoint are redone: their metric lines go, so each step appears once. */
+  truncateMetricsAfter(step: number): void {
+    if (!existsSync(this.metricsFile)) return;
+    const kept = readFileSync(this.metricsFile, "utf8")
+      .split("\n")
+      .filter((line) => {
+        if (!line.trim()) return false;
+        try {
+          return (JSON.parse(line) as { step?: number }).step! <= step;
+        } catch {
+          return false;
+        }
+      });
+    writeFileSync(this.metricsFile, kept.map((l) => `${l}\n`).join(""));
+  }
+
+  relative(p: string): string {
+    return path.relative(this.root, p);
+  }
+}
+
+export function cursorOf(state: RunState | undefined): CursorState | undefined {
+  return state ? { ...state.cursor } : undefined;
+}

@@ -1,0 +1,72 @@
+/**
+ * The per-step metrics computed on the CLI side from the step's trajectories (rewards, lengths, turns, tool use),
+ * under verl's metric names where verl has one (docs/run-folder.md). Losses, KL and gradients come from the worker.
+ */
+import type { Trajectory } from "../data/trajectory.js";
+
+function stats(values: number[]): { mean: number; max: number; min: number } {
+  if (values.length === 0) return { mean: 0, max: 0, min: 0 };
+  let sum = 0;
+  let max = -Infinity;
+  let min = Infinity;
+  for (const v of values) {
+    sum += v;
+    max = Math.max(max, v);
+    min = Math.min(min, v);
+  }
+  return { mean: sum / values.length, max, min };
+}
+
+function put(out: Record<string, number>, prefix: string, values: number[]): void {
+  const s = stats(values);
+  out[`${prefix}/mean`] = s.mean;
+  out[`${prefix}/max`] = s.max;
+  out[`${prefix}/min`] = s.min;
+}
+
+export function trajectoryMetrics(trajectories: readonly Trajectory[], maxResponseLength: number): Record<string, number> {
+  const out: Record<string, number> = {};
+  put(out, "critic/score", trajectories.map((t) => t.score));
+  put(out, "critic/rewards", trajectories.map((t) => t.reward));
+  const lengths = trajectories.map((t) => t.response_ids.length);
+  put(out, "response_length", lengths);
+  out["response_length/clip_ratio"] = trajectories.length
+    ? trajectories.filter((t) => t.finish_reason === "length" || t.finish_reason === "response_budget" || t.response_ids.length >= maxResponseLength).length / trajectories.length
+    : 0;
+  const turns = stats(trajectories.map((t) => t.assistant_turns));
+  out["num_turns/mean"] = turns.mean;
+  out["num_turns/max"] = turns.max;
+  out["acc/mean"] = trajectories.length ? trajectories.filter((t) => t.score >= 1).length / trajectories.length : 0;
+  const calls = trajectories.reduce((a, t) => a + t.tool_calls, 0);
+  const toolErrors = trajectories.reduce((a, t) => a + t.tool_errors, 0);
+  const parseErrors = trajectories.reduce((a, t) => a + t.parse_errors, 0);
+  out["tool/calls_per_traj"] = trajectories.length ? calls / trajectories.length : 0;
+  out["tool/call_rate"] = trajectories.length ? trajectories.filter((t) => t.tool_calls > 0).length / trajectories.length : 0;
+  out["tool/error_rate"] = calls ? toolErrors / calls : 0;
+  out["tool/parse_error_rate"] = calls + parseErrors ? parseErrors / (calls + parseErrors) : 0;
+  out["drift/count"] = trajectories.filter((t) => t.drift === "drift").length;
+  out["mask/empty_count"] = trajectories.filter((t) => !t.response_mask.includes(1)).length;
+  out["rollout/failed"] = trajectories.filter((t) => t.status === "failed").length;
+  out["rollout/retries"] = trajectories.reduce((a, t) => a + t.retries, 0);
+  return out;
+}
+
+/** Validation metrics: verl's `val-core/<data_source>/reward/mean@1`, accuracy, and pass@k when n > 1. */
+export function validationMetrics(trajectories: readonly Trajectory[], n: number): Record<string, number> {
+  const out: Record<string, number> = {};
+  const bySource = new Map<string, Trajectory[]>();
+  for (const t of trajectories) bySource.set(t.data_source, [...(bySource.get(t.data_source) ?? []), t]);
+  for (const [source, list] of bySource) {
+    const first = list.filter((t) => t.sample_index === 0);
+    out[`val-core/${source}/reward/mean@1`] = stats(first.map((t) => t.reward)).mean;
+    out[`val-core/${source}/acc/mean@1`] = first.length ? first.filter((t) => t.score >= 1).length / first.length : 0;
+    if (n > 1) {
+      const groups = new Map<string, Trajectory[]>();
+      for (const t of list) groups.set(t.group_id, [...(groups.get(t.group_id) ?? []), t]);
+      const passed = [...groups.values()].filter((g) => g.some((t) => t.score >= 1)).length;
+      out[`val-core/${source}/reward/pass@${n}`] = groups.size ? passed / groups.size : 0;
+      out[`val-core/${source}/reward/mean@${n}`] = stats(list.map((t) => t.reward)).mean;
+    }
+  }
+  return out;
+}
