@@ -1,0 +1,272 @@
+/**
+ * `agentrl train`: resolves the config, starts the engine and the worker, runs the loop, and shows it: a live
+ * status line on stderr (TTY only), one summary line per step, or one JSON object per step with --json.
+ */
+import path from "node:path";
+import { appendFileSync, mkdirSync } from "node:fs";
+import { dump as dumpYaml } from "js-yaml";
+import ora from "ora";
+import { AgentrlError, ExitError, UsageError } from "../errors.js";
+import { readParquetInfo } from "../data/parquet.js";
+import { readPrompts, type Prompt } from "../rollout/sample.js";
+import { loadRolloutParts, makeClient, readApiKey } from "../rollout/setup.js";
+import { trainConfigSchema, asList, type TrainConfig } from "../train/config.js";
+import { totalSteps, trainLoop, type TrainReporter } from "../train/loop.js";
+import { RunDir } from "../train/run-dir.js";
+import type { TrainFlags } from "./commands/train.js";
+import { applySets, readYamlConfig, setPath, validateConfig, type ConfigTree } from "./config.js";
+import { formatDuration, style } from "./term.js";
+
+export async function resolveTrainConfig(flags: TrainFlags): Promise<TrainConfig> {
+  if (!flags.config) throw new UsageError("no config given", { hint: "pass --config FILE (see examples/ for ready ones)" });
+  const tree: ConfigTree = await readYamlConfig(flags.config);
+  applySets(tree, flags.set ?? []);
+  if (flags.server?.length) {
+    setPath(tree, "actor_rollout_ref.rollout.server.urls", flags.server);
+    setPath(tree, "actor_rollout_ref.rollout.name", "sglang");
+  }
+  if (flags.engine) setPath(tree, "actor_rollout_ref.rollout.name", flags.engine);
+  if (flags.colocate) setPath(tree, "trainer.colocate", true);
+  if (flags.steps) setPath(tree, "trainer.total_training_steps", flags.steps);
+  if (flags.name) setPath(tree, "trainer.experiment_name", flags.name);
+  return validateConfig(trainConfigSchema, tree, flags.config);
+}
+
+export function runDirOf(config: TrainConfig): RunDir {
+  return new RunDir(config.trainer.default_local_dir ?? path.join("runs", config.trainer.experiment_name));
+}
+
+async function countRows(files: string[]): Promise<number | null> {
+  let total = 0;
+  for (const file of files) {
+    try {
+      total += (await readParquetInfo(file)).numRows;
+    } catch {
+      return null;
+    }
+  }
+  return total;
+}
+
+async function printDryRun(config: TrainConfig, json: boolean): Promise<void> {
+  const rollout = config.actor_rollout_ref.rollout;
+  const actor = config.actor_rollout_ref.actor;
+  const trainRows = await countRows(asList(config.data.train_files));
+  const perStep = config.data.train_batch_size * rollout.n;
+  const miniBatch = actor.ppo_mini_batch_size ?? config.data.train_batch_size;
+  const implied = {
+    prompts_per_step: config.data.train_batch_size,
+    trajectories_per_step: perStep,
+    mini_batches_per_step: Math.ceil(config.data.train_batch_size / miniBatch) * actor.ppo_epochs,
+    optimizer_steps_per_step: Math.ceil(config.data.train_batch_size / miniBatch) * actor.ppo_epochs,
+    token_budget_per_trajectory: config.data.max_prompt_length + config.data.max_response_length,
+    requests_in_flight: Math.min(rollout.max_concurrency, perStep),
+    total_steps: trainRows === null ? null : totalSteps(config, trainRows),
+    training_gpus: config.trainer.nnodes * config.trainer.n_gpus_per_node,
+    inference:
+      rollout.name === "embedded"
+        ? "agentrl's embedded engine (started by train)"
+        : `${rollout.server.urls.length} SGLang server URL(s)${config.trainer.colocate ? ", colocated with training" : ""}`,
+    run_folder: runDirOf(config).root,
+  };
+  if (json) {
+    process.stdout.write(`${JSON.stringify({ config, implied }, null, 2)}\n`);
+    return;
+  }
+  process.stdout.write(`# effective config\n${dumpYaml(config, { lineWidth: 120 })}\n# what it implies\n`);
+  for (const [key, value] of Object.entries(implied)) process.stdout.write(`- ${key.replaceAll("_", " ")}: ${value ?? "unknown (train_files not readable)"}\n`);
+}
+
+async function loadAll(files: string[], limit: number | null): Promise<Prompt[]> {
+  const prompts: Prompt[] = [];
+  for (const file of files) {
+    for await (const prompt of readPrompts(file)) {
+      if (limit !== null && prompts.length >= limit) return prompts;
+      // Indices run on across files, so every prompt of the run has its own data_index.
+      prompts.push({ ...prompt, dataIndex: prompts.length });
+    }
+  }
+  return prompts;
+}
+
+const f3 = (x: number | undefined) => (x === undefined || Number.isNaN(x) ? "-" : x.toFixed(3));
+
+function stepLine(step: number, total: number, m: Record<string, number>): string {
+  const timing = `${formatDuration((m["timing_s/step"] ?? 0) * 1000)} (gen ${(m["timing_s/gen"] ?? 0).toFixed(1)}s, train ${((m["timing_s/old_log_prob"] ?? 0) + (m["timing_s/update_actor"] ?? 0)).toFixed(1)}s, sync ${(m["timing_s/update_weights"] ?? 0).toFixed(1)}s)`;
+  return (
+    `step ${String(step).padStart(4)}/${total} | reward ${f3(m["critic/rewards/mean"])} | acc ${f3(m["acc/mean"])} | ` +
+    `pg_loss ${f3(m["actor/pg_loss"])} | kl ${f3(m["actor/kl_loss"] ?? m["actor/ppo_kl"])} | clip ${f3(m["actor/pg_clipfrac"])} | ` +
+    `len ${Math.round(m["response_length/mean"] ?? 0)} | turns ${f3(m["num_turns/mean"])} | tools ${f3(m["tool/calls_per_traj"])} | ${timing}`
+  );
+}
+
+function consoleReporter(total: number, flags: TrainFlags): TrainReporter & { stop(): void } {
+  const live = !flags.quiet && !flags.json && process.stderr.isTTY;
+  const spinner = ora({ stream: process.stderr, isSilent: !live });
+  let phaseText = "";
+  let progressText = "";
+  const render = () => {
+    spinner.text = `${phaseText}${progressText}`;
+  };
+  const out = (line: string) => {
+    if (spinner.isSpinning) spinner.clear();
+    process.stdout.write(`${line}\n`);
+    if (spinner.isSpinning) spinner.render();
+  };
+  return {
+    phase(step, phase) {
+      if (!spinner.isSpinning && live) spinner.start();
+      phaseText = `step ${step}/${total} · ${phase}`;
+      progressText = "";
+      render();
+    },
+    rolloutProgress(_step, done, of, stats) {
+      const s = stats.summary();
+      progressText = ` ${done}/${of} · reward ${s.reward.mean.toFixed(3)} · acc ${(100 * s.accuracy).toFixed(0)}% · tools/traj ${s.toolCallsPerTrajectory.toFixed(2)}`;
+      render();
+    },
+    stepDone(step, metrics) {
+      if (flags.json) process.stdout.write(`${JSON.stringify({ event: "step", step, ...metrics })}\n`);
+      else out(stepLine(step, total, metrics));
+    },
+    validationDone(step, metrics) {
+      if (flags.json) process.stdout.write(`${JSON.stringify({ event: "validation", step, ...metrics })}\n`);
+      else out(`${style.cyan("validation")} @ step ${step}: ${Object.entries(metrics).map(([k, v]) => `${k} ${v.toFixed(3)}`).join(" | ")}`);
+    },
+    note(message) {
+      if (flags.json) process.stdout.write(`${JSON.stringify({ event: "note", message })}\n`);
+      else out(style.dim(message));
+    },
+    stop() {
+      spinner.stop();
+    },
+  };
+}
+
+export async function runTrainCommand(flags: TrainFlags): Promise<void> {
+  const config = await resolveTrainConfig(flags);
+  if (flags.dryRun) {
+    await printDryRun(config, Boolean(flags.json));
+    return;
+  }
+  const runDir = runDirOf(config);
+  const resumeState = await runDir.prepare({ resume: Boolean(flags.resume), force: Boolean(flags.force) });
+  if (flags.resume && !resumeState) throw new UsageError(`${runDir.root}: no checkpoint to resume from`, { hint: "start without --resume" });
+  await runDir.writeConfig(config);
+  mkdirSync(path.dirname(runDir.logFile("worker")), { recursive: true });
+
+  const rollout = config.actor_rollout_ref.rollout;
+  const trainPrompts = await loadAll(asList(config.data.train_files), null);
+  const valPrompts = await loadAll(asList(config.data.val_files), config.data.val_max_samples);
+  const parts = await loadRolloutParts({
+    modelPath: config.actor_rollout_ref.model.path,
+    rollout,
+    rewardModulePath: config.custom_reward_function.path,
+  });
+
+  const stop = new AbortController();
+  let interrupts = 0;
+  const onSignal = () => {
+    interrupts += 1;
+    if (interrupts > 1) process.exit(130);
+    process.stderr.write("\nstopping: finishing the current phase and saving a checkpoint (Ctrl-C again to quit now)\n");
+    stop.abort();
+  };
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+
+  const { startEngine } = await import("../serve/index.js");
+  const { WorkerClient } = await import("../train/worker/index.js");
+  let engine: Awaited<ReturnType<typeof startEngine>> | undefined;
+  let worker: Awaited<ReturnType<typeof WorkerClient.start>> | undefined;
+  let client: ReturnType<typeof makeClient> | undefined;
+  const reporter = consoleReporter(totalSteps(config, trainPrompts.length), flags);
+  try {
+    let serverRollout = rollout;
+    if (rollout.name === "embedded") {
+      reporter.note("starting the embedded engine and the training worker...");
+      engine = await startEngine({
+        engine: "embedded",
+        model: config.actor_rollout_ref.model.path,
+        port: 0,
+        logFile: runDir.logFile("engine"),
+        signal: stop.signal,
+      });
+      serverRollout = { ...rollout, server: { ...rollout.server, urls: [engine.url] } };
+    }
+    client = makeClient(serverRollout, flags.apiKey ?? (await readApiKey(rollout.server.api_key_env)));
+    const workerLog = runDir.logFile("worker");
+    worker = await WorkerClient.start({
+      nprocPerNode: config.trainer.n_gpus_per_node,
+      ...(config.trainer.nnodes > 1 || config.trainer.torchrun_args.length
+        ? { torchrunArgs: [`--nnodes=${config.trainer.nnodes}`, ...config.trainer.torchrun_args] }
+        : {}),
+      onLog: (line) => appendFileSync(workerLog, `${line}\n`),
+    });
+    const actor = config.actor_rollout_ref.actor;
+    await worker.init({
+      model_path: config.actor_rollout_ref.model.path,
+      dtype: actor.fsdp_config.dtype,
+      seed: config.trainer.seed,
+      lr: actor.optim.lr,
+      betas: actor.optim.betas,
+      weight_decay: actor.optim.weight_decay,
+      lr_warmup_steps: actor.optim.lr_warmup_steps,
+      grad_clip: actor.grad_clip,
+      reshard_after_forward: actor.fsdp_config.reshard_after_forward,
+      use_ref: actor.use_kl_loss,
+      gradient_checkpointing: config.actor_rollout_ref.model.enable_gradient_checkpointing,
+      micro_batch_token_budget: actor.ppo_max_token_len_per_gpu,
+      temperature: rollout.temperature,
+      ppo_mini_batch_size: actor.ppo_mini_batch_size,
+      ppo_epochs: actor.ppo_epochs,
+      clip_ratio_low: actor.clip_ratio_low,
+      clip_ratio_high: actor.clip_ratio_high,
+      clip_ratio_c: actor.clip_ratio_c,
+      loss_agg_mode: actor.loss_agg_mode,
+      loss_scale_factor: actor.loss_scale_factor,
+      use_kl_loss: actor.use_kl_loss,
+      kl_loss_coef: actor.kl_loss_coef,
+      kl_loss_type: actor.kl_loss_type,
+      entropy_coeff: actor.entropy_coeff,
+      adv_estimator: config.algorithm.adv_estimator,
+      norm_adv_by_std_in_grpo: config.algorithm.norm_adv_by_std_in_grpo,
+      rollout_is_threshold: config.algorithm.rollout_is_threshold,
+    });
+    const engineDied = engine?.exited.then((exit) => exit);
+    const result = await Promise.race([
+      trainLoop({ config, runDir, resumeState, client, parts, worker, trainPrompts, valPrompts, stop: stop.signal, reporter }),
+      ...(engineDied
+        ? [
+            engineDied.then((exit) => {
+              if (exit.requested) return new Promise<never>(() => undefined);
+              throw new AgentrlError(
+                `the embedded engine exited (code ${exit.code ?? exit.signal}); its last lines:\n${engine!.logTail().slice(-15).join("\n")}`,
+                { hint: `resume with: agentrl train --config ${flags.config} --resume (log: ${runDir.logFile("engine")})` },
+              );
+            }),
+          ]
+        : []),
+    ]);
+    reporter.stop();
+    const checkpoint = result.lastCheckpoint ? runDir.relative(result.lastCheckpoint) : "none";
+    if (result.stopped) {
+      process.stderr.write(`stopped after step ${result.lastStep}; checkpoint: ${checkpoint}\nresume with: agentrl train --config ${flags.config} --resume\n`);
+      throw new ExitError(130);
+    }
+    if (!flags.json) process.stdout.write(`${style.green("done")}: ${result.lastStep} steps; run folder ${runDir.root} (checkpoint ${checkpoint})\n`);
+  } catch (err) {
+    if (err instanceof Error && "logTail" in err && typeof (err as { logTail: unknown }).logTail === "string" && (err as { logTail: string }).logTail) {
+      process.stderr.write(`${style.dim((err as { logTail: string }).logTail)}\n`);
+    }
+    throw err;
+  } finally {
+    reporter.stop();
+    process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onSignal);
+    await worker?.shutdown().catch(() => worker?.kill());
+    await client?.close().catch(() => undefined);
+    await engine?.stop().catch(() => undefined);
+    await parts.close();
+  }
+}

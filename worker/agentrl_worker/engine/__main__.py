@@ -1,0 +1,62 @@
+"""`python -m agentrl_worker.engine --model DIR --port P`: serve a model folder behind SGLang's native HTTP API."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+
+import torch
+
+from .model import load_model
+from .server import EngineServer, ServerConfig
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m agentrl_worker.engine", description=__doc__)
+    parser.add_argument("--model", required=True, help="Hugging Face model folder (config, safetensors, tokenizer)")
+    parser.add_argument("--port", type=int, default=30000, help="port to listen on; 0 picks a free one (default 30000)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
+                        help="cpu, cuda or cuda:N (default: cuda when available)")
+    parser.add_argument("--max-batch", type=int, default=64, help="most generations decoded together (default 64)")
+    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
+                        help="auto: float32 on CPU, the checkpoint's dtype on GPU")
+    parser.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' (not on /health*)")
+    parser.add_argument("--random-seed", type=int, default=None,
+                        help="seed for requests that carry no sampling_seed (default: a fresh one per start)")
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if args.max_batch < 1:
+        print("--max-batch must be at least 1", file=sys.stderr)
+        return 2
+    try:
+        loaded = load_model(args.model, device=args.device, dtype=args.dtype)
+    except (OSError, ValueError) as error:
+        print(f"cannot load model from {args.model}: {error}", file=sys.stderr)
+        return 2
+    server = EngineServer(loaded, ServerConfig(host=args.host, port=args.port, api_key=args.api_key,
+                                               max_batch=args.max_batch, random_seed=args.random_seed))
+    # SIGTERM from a managing parent (agentrl serve) shuts down like Ctrl-C; shutdown() must run off the serve thread.
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.httpd.shutdown, daemon=True).start())
+    # The managing parent reads this line (and polls /health) to learn the URL when --port 0 was given.
+    print(f"agentrl embedded engine serving {args.model} on {server.url} ({loaded.device}, {loaded.dtype})", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.httpd.server_close()
+        server.scheduler.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

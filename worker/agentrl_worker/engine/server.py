@@ -1,0 +1,271 @@
+"""The embedded engine's HTTP server: the subset of SGLang's native API that agentrl uses (docs/embedded-engine.md).
+
+A ThreadingHTTPServer gives every connection a thread; /generate threads hand their generations to the one
+scheduler thread and block until they finish, so concurrent requests share forward passes.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
+from urllib.parse import urlsplit
+
+from .model import LoadedModel
+from .protocol import generation_response, parse_generate
+from .sampling import RequestError, SamplingParams
+from .scheduler import Generation, Scheduler
+
+VERSION = "agentrl-embedded-0.1.0"
+HEALTH_GENERATE_TIMEOUT_S = 20.0
+log = logging.getLogger("agentrl_worker.engine")
+
+
+class _Server(ThreadingHTTPServer):
+    # socketserver's default listen backlog is 5: a burst of 64 rollout connections would be reset.
+    request_queue_size = 1024
+    daemon_threads = True
+
+
+@dataclass
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 30000
+    api_key: str | None = None
+    max_batch: int = 64
+    # Seeds the generations that carry no sampling_seed (SGLang's --random-seed); None: a fresh seed per start.
+    random_seed: int | None = None
+
+
+class EngineServer:
+    """The scheduler plus the HTTP server around it; `start()` returns once the port is bound."""
+
+    def __init__(self, loaded: LoadedModel, config: ServerConfig):
+        self.loaded = loaded
+        self.config = config
+        self.scheduler = Scheduler(loaded, max_batch=config.max_batch, random_seed=config.random_seed)
+        self.started_at = time.time()
+        self.httpd = _Server((config.host, config.port), _handler_for(self))
+        self._serve_thread = threading.Thread(target=self.httpd.serve_forever, name="engine-http", daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self.httpd.server_address[1])
+
+    @property
+    def url(self) -> str:
+        host = self.config.host if self.config.host not in ("0.0.0.0", "::") else "127.0.0.1"
+        return f"http://{host}:{self.port}"
+
+    def start(self) -> "EngineServer":
+        self.scheduler.start()
+        self._serve_thread.start()
+        return self
+
+    def serve_forever(self) -> None:
+        self.scheduler.start()
+        self.httpd.serve_forever()
+
+    def shutdown(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.scheduler.stop()
+
+    # ---- endpoint bodies: each returns (status, JSON body or text) ----
+
+    def generate(self, body: object) -> tuple[int, object]:
+        request = parse_generate(body, self.loaded.context_length, self.loaded.vocab_size)
+        self.scheduler.submit(request.generations)
+        for gen in request.generations:
+            gen.done.wait()
+        answers = [generation_response(gen, self.loaded.tokenizer) for gen in request.generations]
+        return 200, answers if request.batched else answers[0]
+
+    def health_generate(self) -> tuple[int, object]:
+        gen = Generation(rid=f"HEALTH_CHECK_{time.time_ns()}", input_ids=[0], seed=0, return_logprob=False,
+                         params=SamplingParams(max_new_tokens=1, temperature=0.0))
+        self.scheduler.submit([gen])
+        if gen.done.wait(HEALTH_GENERATE_TIMEOUT_S) and gen.finish_reason and gen.finish_reason["type"] != "abort":
+            return 200, ""
+        self.scheduler.abort(gen.rid, abort_all=False)
+        return 503, ""
+
+    def model_info(self) -> dict:
+        return {
+            "model_path": self.scheduler.served_model_name,
+            "tokenizer_path": self.loaded.model_path,
+            "is_generation": True,
+            "preferred_sampling_params": None,
+            "weight_version": self.scheduler.weight_version,
+            "has_image_understanding": False,
+            "has_audio_understanding": False,
+            "model_type": self.loaded.model_type,
+            "architectures": self.loaded.architectures,
+        }
+
+    def server_info(self) -> dict:
+        load = self.scheduler.load()
+        return {
+            "model_path": self.loaded.model_path,
+            "tokenizer_path": self.loaded.model_path,
+            "served_model_name": self.scheduler.served_model_name,
+            "host": self.config.host,
+            "port": self.port,
+            "device": str(self.loaded.device),
+            "dtype": str(self.loaded.dtype).removeprefix("torch."),
+            "context_length": self.loaded.context_length,
+            "max_running_requests": self.config.max_batch,
+            "random_seed": self.config.random_seed,
+            "skip_tokenizer_init": False,
+            "tool_call_parser": None,
+            "weight_version": self.scheduler.weight_version,
+            "max_total_num_tokens": self.loaded.context_length * self.config.max_batch,
+            "internal_states": [{
+                **load, "tokens_generated": self.scheduler.tokens_generated, "peak_running": self.scheduler.peak_running,
+            }],
+            "version": VERSION,
+            "engine": "agentrl-embedded",
+        }
+
+    def v1_models(self) -> dict:
+        name = self.scheduler.served_model_name
+        return {"object": "list", "data": [{
+            "id": name, "object": "model", "created": int(self.started_at), "owned_by": "sglang", "root": name,
+            "parent": None, "max_model_len": self.loaded.context_length,
+        }]}
+
+    def flush_cache(self) -> tuple[int, str]:
+        # No prefix cache outlives a request here, so flushing only has to check that nothing is running.
+        if self.scheduler.is_idle():
+            return 200, "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)\n"
+        return 400, "Cache not flushed: there are running or waiting requests.\n"
+
+    def abort_request(self, body: object) -> tuple[int, str]:
+        if not isinstance(body, dict):
+            raise RequestError("The request body must be a JSON object.")
+        rid, abort_all = body.get("rid") or "", bool(body.get("abort_all", False))
+        if rid or abort_all:
+            self.scheduler.abort(str(rid), abort_all)
+        return 200, ""
+
+    def pause_generation(self, body: object) -> tuple[int, dict]:
+        mode = body.get("mode", "abort") if isinstance(body, dict) else None
+        if mode not in ("abort", "retract", "in_place"):
+            raise RequestError(f"mode must be abort, retract or in_place; got {mode!r}")
+        # retract would move running generations back to the queue; here they stay in place, which resumes the same.
+        self.scheduler.pause(abort_running=mode == "abort")
+        return 200, {"message": "Generation paused successfully.", "status": "ok"}
+
+    def continue_generation(self, _body: object) -> tuple[int, dict]:
+        self.scheduler.resume()
+        return 200, {"message": "Generation continued successfully.", "status": "ok"}
+
+    def update_weights_from_disk(self, body: object) -> tuple[int, dict]:
+        if not isinstance(body, dict) or not isinstance(body.get("model_path"), str):
+            raise RequestError("update_weights_from_disk needs {\"model_path\": string}.")
+        version = body.get("weight_version")
+        if version is not None and not isinstance(version, str):
+            raise RequestError("weight_version must be a string.")
+        update = self.scheduler.update_weights(body["model_path"], version,
+                                               abort_all=bool(body.get("abort_all_requests", False)))
+        answer = {"success": update.success, "message": update.message,
+                  "num_paused_requests": update.num_paused_requests}
+        return (200 if update.success else 400), answer
+
+
+def _handler_for(server: EngineServer) -> type[BaseHTTPRequestHandler]:
+    def routes() -> dict[tuple[str, str], Callable[[object], tuple[int, object]]]:
+        info = lambda _: (200, server.model_info())  # noqa: E731
+        status = lambda _: (200, server.server_info())  # noqa: E731
+        healthy = lambda _: (200 if server.scheduler.alive() else 503, "")  # noqa: E731
+        table = {
+            ("POST", "/generate"): server.generate,
+            ("PUT", "/generate"): server.generate,
+            ("GET", "/health"): healthy,
+            ("GET", "/health_generate"): lambda _: server.health_generate(),
+            ("GET", "/model_info"): info,
+            ("GET", "/get_model_info"): info,
+            ("GET", "/server_info"): status,
+            ("GET", "/get_server_info"): status,
+            ("GET", "/v1/models"): lambda _: (200, server.v1_models()),
+            ("GET", "/flush_cache"): lambda _: server.flush_cache(),
+            ("POST", "/flush_cache"): lambda _: server.flush_cache(),
+            ("POST", "/abort_request"): server.abort_request,
+            ("POST", "/update_weights_from_disk"): server.update_weights_from_disk,
+            ("POST", "/pause_generation"): server.pause_generation,
+            ("POST", "/continue_generation"): server.continue_generation,
+            ("GET", "/get_load"): lambda _: (200, [{"dp_rank": 0, **server.scheduler.load()}]),
+        }
+        return table
+
+    table = routes()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args) -> None:  # noqa: A002 (the base class's name)
+            log.debug("%s %s", self.address_string(), format % args)
+
+        def do_GET(self) -> None:
+            self._dispatch("GET")
+
+        def do_POST(self) -> None:
+            self._dispatch("POST")
+
+        def do_PUT(self) -> None:
+            self._dispatch("PUT")
+
+        def _dispatch(self, method: str) -> None:
+            path = urlsplit(self.path).path
+            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if not self._authorized(path):
+                return self._send(401, {"error": "Unauthorized"})
+            route = table.get((method, path))
+            if route is None:
+                known = any(p == path for _, p in table)
+                return self._send(405 if known else 404, {"detail": "Method Not Allowed" if known else "Not Found"})
+            try:
+                body = json.loads(raw) if raw.strip() else {}
+            except json.JSONDecodeError as error:
+                return self._send(400, {"error": {"message": f"The request body is not valid JSON: {error}"}})
+            try:
+                status, answer = route(body)
+            except RequestError as error:
+                status, answer = 400, {"error": {"message": str(error)}}
+            except Exception as error:  # noqa: BLE001 (a bug must answer 500, not drop the connection)
+                log.exception("handler for %s failed", path)
+                status, answer = 500, {"error": {"message": f"Internal error: {error}"}}
+            self._send(status, answer)
+
+        def _authorized(self, path: str) -> bool:
+            key = server.config.api_key
+            if not key or path.startswith("/health") or path.startswith("/metrics"):
+                return True
+            return hmac.compare_digest(self.headers.get("Authorization", ""), f"Bearer {key}")
+
+        def _send(self, status: int, answer: object) -> None:
+            if isinstance(answer, str):
+                data, kind = answer.encode(), "text/plain; charset=utf-8"
+            else:
+                data, kind = json.dumps(answer).encode(), "application/json"
+            try:
+                self.send_response(status, HTTPStatus(status).phrase)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client went away; nothing left to tell it
+
+    return Handler
+
+
+def start_engine(loaded: LoadedModel, config: ServerConfig) -> EngineServer:
+    """Start the engine on background threads (tests, benchmarks); port 0 picks a free port (see `.port`)."""
+    return EngineServer(loaded, config).start()
