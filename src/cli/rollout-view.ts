@@ -133,8 +133,16 @@ export async function runRolloutCommand(flags: RolloutFlags): Promise<void> {
   }
   const dataPath = requireSet(config.data.path, "dataset", "--data FILE (or data.path)");
   const modelPath = requireSet(config.actor_rollout_ref.model.path, "model folder", "--model DIR (or actor_rollout_ref.model.path)");
-  const rollout = config.actor_rollout_ref.rollout;
+  let rollout = config.actor_rollout_ref.rollout;
   const apiKey = flags.apiKey ?? (await readApiKey(rollout.server.api_key_env));
+  let engine: { url: string; stop(): Promise<unknown> } | undefined;
+  if (flags.engine === "embedded") {
+    if (rollout.server.urls.length) throw new UsageError("--engine embedded and --server exclude each other");
+    const { startEngine } = await import("../serve/index.js");
+    if (!flags.quiet) process.stderr.write(`starting the embedded engine on ${modelPath}...\n`);
+    engine = await startEngine({ engine: "embedded", model: modelPath, port: 0 });
+    rollout = { ...rollout, server: { ...rollout.server, urls: [engine.url] } };
+  }
   const client = makeClient(rollout, apiKey);
   const parts = await loadRolloutParts({ modelPath, rollout, rewardModulePath: config.custom_reward_function.path });
   const writer = await openTrajectoryWriter(config.output.path, {
@@ -205,13 +213,14 @@ export async function runRolloutCommand(flags: RolloutFlags): Promise<void> {
     await writer.close().catch(() => undefined);
     await parts.close();
     await client.close();
+    await engine?.stop();
   }
   const wallMs = performance.now() - started;
   const summary = result.stats.summary();
-  const engine = client.stats();
+  const engineStats = client.stats();
   if (flags.json) {
     process.stdout.write(
-      `${JSON.stringify({ summary, out: config.output.path, wall_ms: wallMs, resumed: already, skipped_prompts: result.skippedPrompts, cancelled: result.cancelled, cancelled_in_flight: result.cancelledInFlight, engine }, null, 2)}\n`,
+      `${JSON.stringify({ summary, out: config.output.path, wall_ms: wallMs, resumed: already, skipped_prompts: result.skippedPrompts, cancelled: result.cancelled, cancelled_in_flight: result.cancelledInFlight, engine: engineStats }, null, 2)}\n`,
     );
   } else {
     printRolloutSummary(summary, { wallMs, out: config.output.path, skippedPrompts: result.skippedPrompts });

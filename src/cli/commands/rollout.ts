@@ -1,4 +1,4 @@
-import { Command } from "commander";
+import { Command, Option } from "commander";
 import { UsageError } from "../../errors.js";
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
@@ -31,6 +31,7 @@ export interface RolloutFlags {
   seed?: number;
   set?: string[];
   apiKey?: string;
+  engine?: "embedded" | "sglang";
   resume?: boolean;
   force?: boolean;
   dryRun?: boolean;
@@ -46,6 +47,9 @@ export function registerRollout(program: Command): void {
     .option("-d, --data <file>", "dataset parquet in verl's schema (data.path)")
     .option("-m, --model <dir>", "model folder with tokenizer.json and the chat template (actor_rollout_ref.model.path)")
     .option("-s, --server <url>", "SGLang server or router URL; repeat for several servers", collect)
+    .addOption(
+      new Option("--engine <name>", "embedded: start agentrl's own engine on --model (CPU or GPU) for this run instead of --server").choices(["embedded", "sglang"]),
+    )
     .option("--tools <yaml>", "tool config in verl's format (multi_turn.tool_config_path)")
     .option("--interaction <yaml>", "interaction config in verl's format (multi_turn.interaction_config_path)")
     .option("-n, --n <n>", "samples per prompt (rollout.n)", positiveInt("--n"))
