@@ -1,0 +1,101 @@
+/**
+ * Configs as users write them: `--dry-run` shows the effective config and what it implies; a misspelled key is an
+ * error that names the nearest valid key (never a silent no-op); wrong types name their path; --set overrides.
+ */
+import { describe, expect, it } from "vitest";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { runCli } from "./helpers/cli.js";
+
+const dir = mkdtempSync(path.join(os.tmpdir(), "agentrl-config-"));
+function config(name: string, text: string): string {
+  const file = path.join(dir, name);
+  writeFileSync(file, text);
+  return file;
+}
+
+const base = `data:
+  train_files: /nonexistent/train.parquet
+  train_batch_size: 16
+  max_prompt_length: 256
+  max_response_length: 512
+actor_rollout_ref:
+  model: {path: /nonexistent/model}
+  actor: {ppo_mini_batch_size: 4, ppo_epochs: 2}
+  rollout: {n: 8, max_concurrency: 64}
+trainer: {n_gpus_per_node: 4, nnodes: 2}
+`;
+
+describe("agentrl train --dry-run", () => {
+  it("prints the effective config and what it implies", async () => {
+    const result = await runCli(["train", "--config", config("ok.yaml", base), "--dry-run", "--json"]);
+    expect(result.code, result.stderr).toBe(0);
+    const { config: effective, implied } = JSON.parse(result.stdout);
+    expect(effective.actor_rollout_ref.actor.clip_ratio_high).toBe(0.2);
+    expect(implied).toMatchObject({
+      prompts_per_step: 16,
+      trajectories_per_step: 128,
+      mini_batches_per_step: 8,
+      token_budget_per_trajectory: 768,
+      requests_in_flight: 64,
+      training_gpus: 8,
+    });
+  });
+
+  it("rejects a misspelled key, suggesting the nearest valid key, with exit code 2", async () => {
+    const file = config("typo.yaml", base.replace("ppo_epochs: 2", "ppo_epoch: 2"));
+    const result = await runCli(["train", "--config", file, "--dry-run"]);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain(`${file}: invalid config`);
+    expect(result.stderr).toContain("actor_rollout_ref.actor.ppo_epoch: unknown key (did you mean actor_rollout_ref.actor.ppo_epochs?)");
+  });
+
+  it("rejects a misspelled key given with --set", async () => {
+    const result = await runCli(["train", "--config", config("ok2.yaml", base), "--dry-run", "--set", "trainer.save_freqq=5"]);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain("trainer.save_freqq: unknown key (did you mean trainer.save_freq?)");
+  });
+
+  it("names the path of a wrong type", async () => {
+    const result = await runCli(["train", "--config", config("ok3.yaml", base), "--dry-run", "--set", "actor_rollout_ref.rollout.n=many"]);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(/actor_rollout_ref\.rollout\.n: .*expected number/);
+  });
+
+  it("--set overrides the file, and flags override both", async () => {
+    const result = await runCli([
+      "train", "--config", config("ok4.yaml", base), "--dry-run", "--json",
+      "--set", "actor_rollout_ref.rollout.n=2", "--set", "trainer.total_training_steps=7", "--steps", "3",
+    ]);
+    expect(result.code, result.stderr).toBe(0);
+    const { config: effective } = JSON.parse(result.stdout);
+    expect(effective.actor_rollout_ref.rollout.n).toBe(2);
+    expect(effective.trainer.total_training_steps).toBe(3);
+  });
+
+  it("a YAML syntax error names the file", async () => {
+    const file = config("broken.yaml", "data: [unclosed\n");
+    const result = await runCli(["train", "--config", file, "--dry-run"]);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain(`${file}: not valid YAML`);
+  });
+});
+
+describe("agentrl rollout --dry-run", () => {
+  it("shows requests in flight and token budgets without contacting a server", async () => {
+    const result = await runCli([
+      "rollout", "--dry-run", "--json", "--n", "4", "--concurrency", "16", "--server", "http://127.0.0.1:9",
+      "--set", "data.max_prompt_length=100", "--set", "data.max_response_length=50",
+    ]);
+    expect(result.code, result.stderr).toBe(0);
+    const { implied } = JSON.parse(result.stdout);
+    expect(implied).toMatchObject({ requestsInFlight: 16, tokenBudgetPerTrajectory: 150 });
+  });
+
+  it("rejects an unknown multi_turn key with a suggestion", async () => {
+    const result = await runCli(["rollout", "--dry-run", "--set", "actor_rollout_ref.rollout.multi_turn.max_tool_response_len=10"]);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain("did you mean actor_rollout_ref.rollout.multi_turn.max_tool_response_length?");
+  });
+});
