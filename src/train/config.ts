@@ -25,37 +25,37 @@ export const trainConfigSchema = z.strictObject({
   actor_rollout_ref: z.strictObject({
     model: z.strictObject({
       path: z.string().describe("Hugging Face model folder: the initial policy, tokenizer and chat template"),
-      enable_gradient_checkpointing: z.boolean().default(false),
+      enable_gradient_checkpointing: z.boolean().default(false).describe("activation checkpointing in the decoder layers: less memory, more compute"),
     }),
     actor: z
       .strictObject({
         optim: z
           .strictObject({
-            lr: z.number().positive().default(1e-6),
+            lr: z.number().positive().default(1e-6).describe("AdamW learning rate"),
             lr_warmup_steps: z.number().int().nonnegative().default(0).describe("linear warm-up over optimizer steps"),
-            weight_decay: z.number().nonnegative().default(0.01),
-            betas: z.tuple([z.number(), z.number()]).default([0.9, 0.999]),
+            weight_decay: z.number().nonnegative().default(0.01).describe("AdamW weight decay"),
+            betas: z.tuple([z.number(), z.number()]).default([0.9, 0.999]).describe("AdamW betas"),
           })
           .prefault({}),
         ppo_mini_batch_size: z
           .number().int().positive().nullable().default(null)
           .describe("prompts per optimizer step (verl counts prompts, not trajectories); null = train_batch_size"),
-        ppo_epochs: z.number().int().positive().default(1),
+        ppo_epochs: z.number().int().positive().default(1).describe("passes over each step's batch"),
         ppo_max_token_len_per_gpu: z.number().int().positive().default(16384).describe("token budget of a packed micro-batch per GPU"),
-        clip_ratio_low: z.number().nonnegative().default(0.2),
-        clip_ratio_high: z.number().nonnegative().default(0.2),
+        clip_ratio_low: z.number().nonnegative().default(0.2).describe("PPO clip below 1 (ratio ≥ 1 − low)"),
+        clip_ratio_high: z.number().nonnegative().default(0.2).describe("PPO clip above 1 (ratio ≤ 1 + high); > low is DAPO's clip-higher"),
         clip_ratio_c: z.number().gt(1).default(3.0).describe("dual-clip constant"),
-        loss_agg_mode: z.enum(["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"]).default("token-mean"),
-        loss_scale_factor: z.number().positive().nullable().default(null),
+        loss_agg_mode: z.enum(["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"]).default("token-mean").describe("how token losses become one loss (verl's agg_loss)"),
+        loss_scale_factor: z.number().positive().nullable().default(null).describe("divisor of seq-mean-token-sum-norm (Dr.GRPO); null = the longest response"),
         use_kl_loss: z.boolean().default(false).describe("KL-to-reference loss (keeps a frozen reference model)"),
-        kl_loss_coef: z.number().nonnegative().default(0.001),
-        kl_loss_type: z.enum(["k1", "kl", "abs", "k2", "mse", "k3", "low_var_kl"]).default("low_var_kl"),
-        entropy_coeff: z.number().default(0),
-        grad_clip: z.number().positive().default(1.0),
+        kl_loss_coef: z.number().nonnegative().default(0.001).describe("weight of the KL loss"),
+        kl_loss_type: z.enum(["k1", "kl", "abs", "k2", "mse", "k3", "low_var_kl"]).default("low_var_kl").describe("KL estimator (verl's kl_penalty kinds)"),
+        entropy_coeff: z.number().default(0).describe("entropy bonus weight"),
+        grad_clip: z.number().positive().default(1.0).describe("max global gradient norm"),
         fsdp_config: z
           .strictObject({
             dtype: z.enum(["float32", "bfloat16"]).default("float32").describe("master weights; compute is bf16 on GPU"),
-            reshard_after_forward: z.boolean().default(true),
+            reshard_after_forward: z.boolean().default(true).describe("FSDP: free gathered parameters after the forward pass (less memory)"),
           })
           .prefault({}),
       })
@@ -67,9 +67,9 @@ export const trainConfigSchema = z.strictObject({
           .describe("embedded: agentrl starts its CPU/GPU engine; sglang: attach to server.urls"),
         val_kwargs: z
           .strictObject({
-            temperature: z.number().nonnegative().default(0),
-            top_p: z.number().gt(0).lte(1).default(1.0),
-            top_k: z.number().int().default(-1),
+            temperature: z.number().nonnegative().default(0).describe("validation sampling temperature; 0 = greedy"),
+            top_p: z.number().gt(0).lte(1).default(1.0).describe("validation nucleus sampling"),
+            top_k: z.number().int().default(-1).describe("validation top-k; -1 = all"),
             n: z.number().int().positive().default(1).describe("samples per validation prompt; pass@k is reported when > 1"),
           })
           .prefault({}),
@@ -78,7 +78,7 @@ export const trainConfigSchema = z.strictObject({
   }),
   algorithm: z
     .strictObject({
-      adv_estimator: z.enum(["grpo", "rloo"]).default("grpo"),
+      adv_estimator: z.enum(["grpo", "rloo"]).default("grpo").describe("advantage estimator, computed in the worker"),
       norm_adv_by_std_in_grpo: z.boolean().default(true).describe("false = Dr.GRPO"),
       rollout_is_threshold: z
         .number().positive().nullable().default(null)
@@ -93,25 +93,25 @@ export const trainConfigSchema = z.strictObject({
     .prefault({}),
   custom_reward_function: z
     .strictObject({
-      path: z.string().nullable().default(null),
-      name: z.string().default("compute_score"),
+      path: z.string().nullable().default(null).describe("JS module exporting the reward function (verl's custom_reward_function.path)"),
+      name: z.string().default("compute_score").describe("exported function name"),
     })
     .prefault({}),
   trainer: z
     .strictObject({
-      project_name: z.string().default("agentrl"),
-      experiment_name: z.string().default("run"),
+      project_name: z.string().default("agentrl").describe("project name (wandb)"),
+      experiment_name: z.string().default("run").describe("run name: the run folder is runs/<experiment_name>"),
       default_local_dir: z.string().nullable().default(null).describe("run folder; null = runs/<experiment_name>"),
-      total_epochs: z.number().int().positive().default(1),
+      total_epochs: z.number().int().positive().default(1).describe("passes over the training prompts"),
       total_training_steps: z.number().int().positive().nullable().default(null).describe("null = total_epochs over the data"),
       save_freq: z.number().int().default(-1).describe("checkpoint every N steps; -1 = only at the end and on Ctrl-C"),
       test_freq: z.number().int().default(-1).describe("validate every N steps; -1 = never during training"),
-      val_before_train: z.boolean().default(false),
-      nnodes: z.number().int().positive().default(1),
+      val_before_train: z.boolean().default(false).describe("validate once before the first step (metrics line with step 0)"),
+      nnodes: z.number().int().positive().default(1).describe("training nodes (torchrun --nnodes)"),
       n_gpus_per_node: z.number().int().positive().default(1).describe("training ranks per node (torchrun --nproc_per_node)"),
       torchrun_args: z.array(z.string()).default([]).describe("multi-node rendezvous flags, e.g. [--node_rank, 0, --rdzv_endpoint, host:29500]"),
       colocate: z.boolean().default(false).describe("SGLang shares the GPUs: release its memory around training"),
-      logger: z.array(z.enum(["console", "tensorboard", "wandb"])).default(["console"]),
+      logger: z.array(z.enum(["console"])).default(["console"]).describe("where metrics go besides metrics.jsonl (TensorBoard and wandb are not built yet)"),
       seed: z.number().int().default(0).describe("seed of the worker (init, dropout) and of sampling"),
     })
     .prefault({}),
