@@ -10,7 +10,7 @@ import { openTrajectoryWriter } from "../data/trajectory-store.js";
 import { rolloutConfigSchema, type RolloutConfig } from "../rollout/config.js";
 import { runRollout } from "../rollout/run-rollout.js";
 import { readPrompts } from "../rollout/sample.js";
-import { loadRolloutParts, makeClient, readApiKey } from "../rollout/setup.js";
+import { loadRolloutParts, makeClient, readApiKey, trajectoryContext } from "../rollout/setup.js";
 import type { RolloutSummary } from "../rollout/stats.js";
 import type { RolloutFlags } from "./commands/rollout.js";
 import { applySets, readYamlConfig, setPath, validateConfig, type ConfigTree } from "./config.js";
@@ -175,18 +175,10 @@ export async function runRolloutCommand(flags: RolloutFlags): Promise<void> {
       prompts: readPrompts(dataPath, config.data.limit),
       n: rollout.n,
       concurrency: rollout.max_concurrency,
-      context: {
-        model: parts.model,
-        client,
-        parser: parts.parser,
-        tools: parts.tools,
-        toolSchemas: parts.toolSchemas,
-        interactions: parts.interactions,
-        rewardFunction: parts.rewardFunction,
-        rollout,
+      context: trajectoryContext(parts, client, rollout, {
         maxPromptLength: config.data.max_prompt_length,
         maxResponseLength: config.data.max_response_length,
-      },
+      }),
       signal: cancel.signal,
       writer,
       skipIds: writer.existingIds,

@@ -13,6 +13,7 @@ import { loadInteractionRegistry, type InteractionRegistry } from "../interactio
 import { loadRewardModule, type RewardFunction } from "../rewards/index.js";
 import { UsageError } from "../errors.js";
 import type { RolloutSection } from "./config.js";
+import type { TrajectoryContext } from "./run-trajectory.js";
 
 export interface RolloutParts {
   model: ChatModel;
@@ -94,4 +95,27 @@ export function makeClient(rollout: RolloutSection, apiKey: string | undefined):
     maxRetries: server.max_attempts - 1,
     retryBaseDelayMs: server.retry_delay * 1000,
   });
+}
+
+/** The context every trajectory runs in, from the loaded parts, a client and the length budgets. */
+export function trajectoryContext(
+  parts: RolloutParts,
+  client: SglangClient,
+  rollout: RolloutSection,
+  lengths: { maxPromptLength: number; maxResponseLength: number },
+  step: number | null = null,
+): Omit<TrajectoryContext, "signal"> {
+  return {
+    model: parts.model,
+    client,
+    parser: parts.parser,
+    tools: parts.tools,
+    toolSchemas: parts.toolSchemas,
+    interactions: parts.interactions,
+    rewardFunction: parts.rewardFunction,
+    rollout,
+    maxPromptLength: lengths.maxPromptLength,
+    maxResponseLength: lengths.maxResponseLength,
+    step,
+  };
 }

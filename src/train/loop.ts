@@ -13,7 +13,7 @@ import type { Trajectory } from "../data/trajectory.js";
 import { openTrajectoryWriter } from "../data/trajectory-store.js";
 import type { Prompt } from "../rollout/sample.js";
 import { runRollout } from "../rollout/run-rollout.js";
-import type { RolloutParts } from "../rollout/setup.js";
+import { trajectoryContext, type RolloutParts } from "../rollout/setup.js";
 import type { RolloutStats } from "../rollout/stats.js";
 import { readSafetensors, writeBatch, type TrajectoryRow, type WorkerClient } from "./worker/index.js";
 import type { TrainConfig } from "./config.js";
@@ -73,21 +73,10 @@ export async function trainLoop(options: TrainLoopOptions): Promise<TrainLoopRes
   let lastCheckpoint = options.resumeState ? path.join(runDir.root, options.resumeState.checkpoint) : undefined;
   let weightVersion: string | null = options.resumeState?.weight_version ?? null;
 
-  const rolloutContext = (forStep: number, greedy: boolean) => ({
-    model: parts.model,
-    client,
-    parser: parts.parser,
-    tools: parts.tools,
-    toolSchemas: parts.toolSchemas,
-    interactions: parts.interactions,
-    rewardFunction: parts.rewardFunction,
-    rollout: greedy
-      ? { ...rollout, temperature: rollout.val_kwargs.temperature, top_p: rollout.val_kwargs.top_p, top_k: rollout.val_kwargs.top_k }
-      : rollout,
-    maxPromptLength: config.data.max_prompt_length,
-    maxResponseLength: config.data.max_response_length,
-    step: forStep,
-  });
+  const lengths = { maxPromptLength: config.data.max_prompt_length, maxResponseLength: config.data.max_response_length };
+  const validationRollout = { ...rollout, temperature: rollout.val_kwargs.temperature, top_p: rollout.val_kwargs.top_p, top_k: rollout.val_kwargs.top_k };
+  const rolloutContext = (forStep: number, validation: boolean) =>
+    trajectoryContext(parts, client, validation ? validationRollout : rollout, lengths, forStep);
 
   const pushWeights = async (forStep: number): Promise<void> => {
     reporter.phase(forStep, "sync");
@@ -123,7 +112,7 @@ export async function trainLoop(options: TrainLoopOptions): Promise<TrainLoopRes
       prompts: options.valPrompts,
       n,
       concurrency: rollout.max_concurrency,
-      context: rolloutContext(forStep, rollout.val_kwargs.temperature === 0),
+      context: rolloutContext(forStep, true),
       writer,
       filterOverlongPrompts: config.data.filter_overlong_prompts,
       signal: options.stop,
