@@ -1,0 +1,366 @@
+/**
+ * Starts the persistent PyTorch worker under torchrun and talks to it over a Unix socket, one JSON command per line
+ * (docs/worker-protocol.md). The CLI listens; worker rank 0 connects. Closing the socket stops every rank, and the
+ * worker runs in its own process group so `kill()` takes torchrun and all its ranks down together.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import type { z } from "zod";
+import { WorkerError } from "../../errors.js";
+import {
+  computeLogProbsResult,
+  fingerprintResult,
+  initResult,
+  pathResult,
+  readyEvent,
+  replyEnvelope,
+  updateResult,
+  type ComputeLogProbsResult,
+  type FingerprintResult,
+  type InitResult,
+  type PathResult,
+  type UpdateResult,
+  type WorkerErrorBody,
+  type WorkerInitConfig,
+} from "./protocol.js";
+
+const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
+const LOG_LINES_KEPT = 60;
+
+/** Worker process groups still alive; killed when this process exits, however it exits, so no rank is orphaned. */
+const liveGroups = new Set<ChildProcess>();
+let exitHookInstalled = false;
+function track(child: ChildProcess): void {
+  liveGroups.add(child);
+  child.once("exit", () => liveGroups.delete(child));
+  if (!exitHookInstalled) {
+    exitHookInstalled = true;
+    process.once("exit", () => liveGroups.forEach(killGroup));
+  }
+}
+
+export interface WorkerStartOptions {
+  /** Ranks on this node (torchrun --nproc_per_node). */
+  nprocPerNode?: number;
+  /** Extra torchrun flags, e.g. multi-node `--nnodes 2 --node_rank 0 --rdzv_endpoint host:port`; default --standalone. */
+  torchrunArgs?: string[];
+  /** Python with torch; defaults to the repository's .venv. */
+  python?: string;
+  /** Folder holding the agentrl_worker package; defaults to the repository's worker/. */
+  workerDir?: string;
+  env?: NodeJS.ProcessEnv;
+  /** How long torchrun may take to start and connect (imports take 10-15 s on CPU). */
+  startTimeoutMs?: number;
+  /** Called with each line the worker prints (its log), e.g. to write a run's log file. */
+  onLog?: (line: string) => void;
+}
+
+export class WorkerClient {
+  private buffer = "";
+  private readonly logTail: string[] = [];
+  private pending: { resolve: (line: string) => void; reject: (err: Error) => void } | undefined;
+  private queue: Promise<unknown> = Promise.resolve();
+  private nextId = 0;
+  private exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
+
+  private constructor(
+    private readonly child: ChildProcess,
+    private readonly server: net.Server,
+    private readonly socketDir: string,
+    private socket: net.Socket | undefined,
+    /** Ranks in the job. */
+    readonly worldSize: number,
+    /** Process id of rank 0 (from its ready event). */
+    readonly rank0Pid: number,
+  ) {}
+
+  /** Process id of torchrun, also the id of the process group holding every rank. */
+  get pid(): number | undefined {
+    return this.child.pid;
+  }
+
+  /** Whether torchrun has exited. */
+  get exited(): boolean {
+    return this.exit !== undefined;
+  }
+
+  /** Launches torchrun and resolves once rank 0 has connected and said it is ready. */
+  static async start(options: WorkerStartOptions = {}): Promise<WorkerClient> {
+    const socketDir = mkdtempSync(path.join(os.tmpdir(), "agentrl-w-"));
+    const socketPath = path.join(socketDir, "w.sock"); // AF_UNIX paths are limited to about 107 bytes
+    const server = net.createServer();
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(socketPath, () => resolve());
+    });
+    const workerDir = options.workerDir ?? path.join(REPO_ROOT, "worker");
+    const python = options.python ?? path.join(REPO_ROOT, ".venv", "bin", "python");
+    const args = [
+      "-m",
+      "torch.distributed.run",
+      ...(options.torchrunArgs ?? ["--standalone"]),
+      `--nproc_per_node=${options.nprocPerNode ?? 1}`,
+      "-m",
+      "agentrl_worker",
+      "--socket",
+      socketPath,
+    ];
+    const env = { ...process.env, ...options.env };
+    env.PYTHONPATH = env.PYTHONPATH ? `${workerDir}${path.delimiter}${env.PYTHONPATH}` : workerDir;
+    env.PYTHONUNBUFFERED = "1";
+    const child = spawn(python, args, { env, stdio: ["ignore", "pipe", "pipe"], detached: true });
+    track(child);
+    const tail: string[] = [];
+    const collect = (chunk: Buffer) => {
+      for (const line of chunk.toString("utf8").split(/\r?\n/)) {
+        if (!line) continue;
+        tail.push(line);
+        if (tail.length > LOG_LINES_KEPT) tail.shift();
+        options.onLog?.(line);
+      }
+    };
+    child.stdout!.on("data", collect);
+    child.stderr!.on("data", collect);
+
+    const cleanup = () => {
+      killGroup(child);
+      server.close();
+      rmSync(socketDir, { recursive: true, force: true });
+    };
+    let socket: net.Socket;
+    let firstLine: string;
+    let onEarlyExit = (_code: number | null, _signal: NodeJS.Signals | null): void => undefined;
+    let onEarlyError = (_err: Error): void => undefined;
+    try {
+      [socket, firstLine] = await new Promise<[net.Socket, string]>((resolve, reject) => {
+        const timer = setTimeout(
+          () => reject(new WorkerError(`the worker did not connect within ${(options.startTimeoutMs ?? 180_000) / 1000} s`, tail.join("\n"))),
+          options.startTimeoutMs ?? 180_000,
+        );
+        onEarlyError = (err: Error) => {
+          clearTimeout(timer);
+          reject(new WorkerError(`cannot start ${python}: ${err.message}`, "", { cause: err, hint: "run scripts/install.sh to create .venv" }));
+        };
+        onEarlyExit = (code: number | null, signal: NodeJS.Signals | null) => {
+          clearTimeout(timer);
+          // Let the pipes drain so the error carries the worker's last words.
+          setTimeout(() => reject(new WorkerError(`the worker exited during start-up (${signal ?? `code ${code}`})`, tail.join("\n"))), 100);
+        };
+        child.once("error", onEarlyError);
+        child.once("exit", onEarlyExit);
+        server.once("connection", (conn) => {
+          let text = "";
+          const onData = (chunk: Buffer) => {
+            text += chunk.toString("utf8");
+            const newline = text.indexOf("\n");
+            if (newline < 0) return;
+            conn.off("data", onData);
+            clearTimeout(timer);
+            conn.pause();
+            conn.unshift(Buffer.from(text.slice(newline + 1), "utf8"));
+            resolve([conn, text.slice(0, newline)]);
+          };
+          conn.on("data", onData);
+        });
+      });
+    } catch (err) {
+      cleanup();
+      throw err;
+    }
+    const ready = readyEvent.safeParse(safeJson(firstLine));
+    if (!ready.success) {
+      cleanup();
+      throw new WorkerError(`the worker's first message is not a ready event: ${firstLine.slice(0, 200)}`, tail.join("\n"));
+    }
+    child.off("exit", onEarlyExit);
+    child.off("error", onEarlyError);
+    const client = new WorkerClient(child, server, socketDir, socket, ready.data.world_size, ready.data.pid);
+    client.logTail.push(...tail);
+    child.stdout!.off("data", collect);
+    child.stderr!.off("data", collect);
+    child.stdout!.on("data", (c: Buffer) => client.onLog(c, options.onLog));
+    child.stderr!.on("data", (c: Buffer) => client.onLog(c, options.onLog));
+    child.on("exit", (code, signal) => client.onExit(code, signal));
+    socket.on("data", (c: Buffer) => client.onData(c));
+    socket.on("close", () => client.onSocketClosed());
+    // A reset when a rank dies is expected; "close" follows and fails the pending command with the log tail.
+    socket.on("error", () => undefined);
+    socket.resume();
+    return client;
+  }
+
+  init(config: WorkerInitConfig): Promise<InitResult> {
+    return this.command("init", { config }, initResult);
+  }
+
+  /** Writes old_log_probs, entropy and (with use_ref) ref_log_probs for the batch to `out`. */
+  computeLogProbs(batch: string, out: string): Promise<ComputeLogProbsResult> {
+    return this.command("compute_log_probs", { batch, out }, computeLogProbsResult);
+  }
+
+  /** One GRPO/PPO update on the batch, with the log-prob file computeLogProbs wrote for it. */
+  update(batch: string, logProbs: string): Promise<UpdateResult> {
+    return this.command("update", { batch, log_probs: logProbs }, updateResult);
+  }
+
+  /** A Hugging Face folder SGLang can load with /update_weights_from_disk; dtype defaults to the model's own. */
+  saveWeights(dir: string, dtype?: "float32" | "bfloat16" | "float16"): Promise<PathResult> {
+    return this.command("save_weights", dtype ? { dir, dtype } : { dir }, pathResult);
+  }
+
+  saveCheckpoint(dir: string): Promise<PathResult> {
+    return this.command("save_checkpoint", { dir }, pathResult);
+  }
+
+  loadCheckpoint(dir: string): Promise<PathResult> {
+    return this.command("load_checkpoint", { dir }, pathResult);
+  }
+
+  fingerprint(): Promise<FingerprintResult> {
+    return this.command("fingerprint", {}, fingerprintResult);
+  }
+
+  /** Asks the worker to stop, waits for every rank to exit, and cleans up; kills the group if it lingers. */
+  async shutdown(graceMs = 30_000): Promise<void> {
+    if (!this.exit && this.socket) {
+      try {
+        await this.send("shutdown", {});
+      } catch {
+        // already gone: fall through to the wait and kill below
+      }
+    }
+    await this.waitForExit(graceMs);
+    this.dispose();
+  }
+
+  /** Kills torchrun and every rank at once (SIGKILL to the process group). */
+  kill(): void {
+    killGroup(this.child);
+    this.dispose();
+  }
+
+  get recentLog(): string {
+    return this.logTail.join("\n");
+  }
+
+  private async command<S extends z.ZodType>(cmd: string, fields: Record<string, unknown>, schema: S): Promise<z.infer<S>> {
+    const reply = await this.send(cmd, fields);
+    const { id: _id, ok: _ok, ...result } = reply;
+    const parsed = schema.safeParse(result);
+    if (!parsed.success) {
+      throw new WorkerError(`the worker's ${cmd} reply does not match the protocol: ${parsed.error.message}`, this.recentLog);
+    }
+    return parsed.data;
+  }
+
+  /** Sends one command and resolves with its successful reply; commands are serialised. */
+  private send(cmd: string, fields: Record<string, unknown>): Promise<Record<string, unknown>> {
+    const run = async () => {
+      if (this.exit || !this.socket) throw this.crashError(`cannot send ${cmd}: the worker is not running`);
+      const id = ++this.nextId;
+      const line = await new Promise<string>((resolve, reject) => {
+        this.pending = { resolve, reject };
+        this.socket!.write(JSON.stringify({ id, cmd, ...fields }) + "\n");
+      });
+      const envelope = replyEnvelope.safeParse(safeJson(line));
+      if (!envelope.success) throw new WorkerError(`the worker sent a malformed reply: ${line.slice(0, 200)}`, this.recentLog);
+      const reply = envelope.data;
+      if (reply.id !== id) throw new WorkerError(`the worker answered command ${reply.id} while ${id} (${cmd}) was pending`, this.recentLog);
+      if (!reply.ok) {
+        const error = (reply as { error: WorkerErrorBody }).error;
+        throw new WorkerError(`worker ${cmd} failed: ${error.type}: ${error.message}`, error.traceback ?? this.recentLog);
+      }
+      return reply as Record<string, unknown>;
+    };
+    const result = this.queue.then(run, run);
+    this.queue = result.catch(() => undefined);
+    return result;
+  }
+
+  private onData(chunk: Buffer): void {
+    this.buffer += chunk.toString("utf8");
+    let newline: number;
+    while ((newline = this.buffer.indexOf("\n")) >= 0) {
+      const line = this.buffer.slice(0, newline);
+      this.buffer = this.buffer.slice(newline + 1);
+      if (!line.trim()) continue;
+      const pending = this.pending;
+      this.pending = undefined;
+      pending?.resolve(line);
+    }
+  }
+
+  private onLog(chunk: Buffer, sink?: (line: string) => void): void {
+    for (const line of chunk.toString("utf8").split(/\r?\n/)) {
+      if (!line) continue;
+      this.logTail.push(line);
+      if (this.logTail.length > LOG_LINES_KEPT) this.logTail.shift();
+      sink?.(line);
+    }
+  }
+
+  private onExit(code: number | null, signal: NodeJS.Signals | null): void {
+    this.exit = { code, signal };
+    this.failPending();
+  }
+
+  private onSocketClosed(): void {
+    this.socket = undefined;
+    this.failPending();
+  }
+
+  private failPending(): void {
+    const pending = this.pending;
+    this.pending = undefined;
+    // Give the exit event a moment so the error can carry the exit code and the last log lines.
+    if (pending) setTimeout(() => pending.reject(this.crashError("the worker stopped while a command was running")), 200);
+  }
+
+  private crashError(message: string): WorkerError {
+    const how = this.exit ? ` (${this.exit.signal ?? `exit code ${this.exit.code}`})` : "";
+    return new WorkerError(`${message}${how}`, this.recentLog, { hint: "the worker's last log lines are attached; see the run's worker log" });
+  }
+
+  private waitForExit(ms: number): Promise<void> {
+    if (this.exit) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        killGroup(this.child);
+        resolve();
+      }, ms);
+      this.child.once("exit", () => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+
+  private dispose(): void {
+    this.socket?.destroy();
+    this.socket = undefined;
+    this.server.close();
+    rmSync(this.socketDir, { recursive: true, force: true });
+  }
+}
+
+function killGroup(child: ChildProcess): void {
+  // Signal the group even when torchrun itself has exited, in case a rank outlived it.
+  if (child.pid === undefined) return;
+  try {
+    process.kill(-child.pid, "SIGKILL");
+  } catch {
+    // the group is already gone
+  }
+}
+
+function safeJson(line: string): unknown {
+  try {
+    return JSON.parse(line);
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,179 @@
+"""The persistent training worker: `torchrun --nproc_per_node N -m agentrl_worker --socket PATH`.
+
+The CLI listens on the Unix socket PATH; rank 0 connects to it and reads one JSON command per line, broadcasts it to
+every rank, runs it everywhere, and writes one JSON reply per line. When the socket closes (the CLI exited or died),
+rank 0 broadcasts a shutdown, so every rank exits. The protocol is documented in docs/worker-protocol.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import socket
+import sys
+import time
+import traceback
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+PROTOCOL_VERSION = 1
+
+
+class Channel:
+    """Rank 0's end of the JSON-lines socket."""
+
+    def __init__(self, path: str, connect_timeout: float = 60.0) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        deadline = time.monotonic() + connect_timeout
+        while True:
+            try:
+                self.sock.connect(path)
+                break
+            except (FileNotFoundError, ConnectionRefusedError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        self.reader = self.sock.makefile("r", encoding="utf-8")
+
+    def receive(self) -> dict[str, Any] | None:
+        """The next command, or None when the CLI closed its end."""
+        while True:
+            try:
+                line = self.reader.readline()
+            except (ConnectionError, OSError):
+                return None
+            if not line:
+                return None
+            if line.strip():
+                try:
+                    message = json.loads(line)
+                except json.JSONDecodeError as err:
+                    self.send({"id": None, "ok": False, "error": {"type": "ProtocolError", "message": f"bad JSON: {err}"}})
+                    continue
+                if not isinstance(message, dict) or not isinstance(message.get("cmd"), str):
+                    self.send({"id": None, "ok": False, "error": {"type": "ProtocolError", "message": "a command is an object with a string cmd"}})
+                    continue
+                return message
+
+    def send(self, message: dict[str, Any]) -> None:
+        try:
+            self.sock.sendall((json.dumps(message) + "\n").encode("utf-8"))
+        except (ConnectionError, OSError):
+            pass  # the CLI went away; the next receive() returns None and we shut down
+
+
+def _broadcast(message: dict[str, Any] | None) -> dict[str, Any]:
+    box = [message]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]  # type: ignore[return-value]
+
+
+def _require(message: dict[str, Any], key: str, kind: type = str) -> Any:
+    from .config import ConfigError
+
+    value = message.get(key)
+    if not isinstance(value, kind):
+        raise ConfigError(f"{message['cmd']}: field {key} must be a {kind.__name__}")
+    return value
+
+
+def _dispatch(state: dict[str, Any], message: dict[str, Any]) -> dict[str, Any]:
+    from .config import ConfigError, WorkerConfig
+
+    cmd = message["cmd"]
+    if cmd == "init":
+        if state.get("trainer") is not None:
+            raise ConfigError("init: the worker is already initialised")
+        from .trainer import Trainer
+
+        config = WorkerConfig.from_dict(_require(message, "config", dict))
+        started = time.monotonic()
+        trainer = Trainer(config)
+        state["trainer"] = trainer
+        return {"world_size": trainer.world, "device": str(trainer.device), "fsdp": trainer.fsdp, "load_s": time.monotonic() - started}
+    trainer = state.get("trainer")
+    if trainer is None:
+        raise ConfigError(f"{cmd}: send init first")
+    if cmd == "compute_log_probs":
+        return trainer.compute_log_probs(_require(message, "batch"), _require(message, "out"))
+    if cmd == "update":
+        log_probs = message.get("log_probs")
+        if log_probs is not None and not isinstance(log_probs, str):
+            raise ConfigError("update: field log_probs must be a string")
+        return trainer.update(_require(message, "batch"), log_probs)
+    if cmd == "save_weights":
+        dtype = message.get("dtype")
+        return trainer.save_weights(_require(message, "dir"), dtype if isinstance(dtype, str) else None)
+    if cmd == "save_checkpoint":
+        return trainer.save_checkpoint(_require(message, "dir"))
+    if cmd == "load_checkpoint":
+        return trainer.load_checkpoint(_require(message, "dir"))
+    if cmd == "fingerprint":
+        return trainer.fingerprint()
+    raise ConfigError(f"unknown command {cmd!r}")
+
+
+def _error(err: BaseException) -> dict[str, Any]:
+    from .config import ConfigError
+
+    return {
+        "type": "InputError" if isinstance(err, ConfigError) else type(err).__name__,
+        "message": str(err),
+        "traceback": "".join(traceback.format_exception(err))[-4000:],
+    }
+
+
+def serve(socket_path: str) -> None:
+    rank = dist.get_rank()
+    channel = Channel(socket_path) if rank == 0 else None
+    if channel:
+        channel.send({"event": "ready", "protocol": PROTOCOL_VERSION, "world_size": dist.get_world_size(), "pid": os.getpid()})
+    state: dict[str, Any] = {}
+    while True:
+        message = _broadcast(channel.receive() if channel else None)
+        if message is None:
+            message = {"cmd": "shutdown", "id": None, "reason": "socket closed"}
+        if message["cmd"] == "shutdown":
+            if channel:
+                channel.send({"id": message.get("id"), "ok": True})
+            return
+        error = None
+        try:
+            result = _dispatch(state, message)
+        except Exception as err:  # every failure becomes a structured reply; the worker keeps serving
+            error = _error(err)
+            result = {}
+        # Agree on the outcome, so that a failure on any rank is reported rather than hidden.
+        outcomes: list[Any] = [None] * dist.get_world_size()
+        dist.all_gather_object(outcomes, error)
+        first_error = next((e for e in outcomes if e is not None), None)
+        if channel:
+            if first_error is None:
+                channel.send({"id": message.get("id"), "ok": True, **result})
+            else:
+                channel.send({"id": message.get("id"), "ok": False, "error": first_error})
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="torchrun ... -m agentrl_worker")
+    parser.add_argument("--socket", required=True, help="Unix socket the CLI listens on")
+    parser.add_argument("--idle-timeout-h", type=float, default=24.0, help="collective timeout while waiting for commands")
+    args = parser.parse_args(argv)
+    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    if torch.cuda.is_available():
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    # Ranks other than 0 wait in a broadcast while the CLI does rollouts, so the collective timeout must be long.
+    dist.init_process_group(backend, timeout=datetime.timedelta(hours=args.idle_timeout_h))
+    try:
+        serve(args.socket)
+    finally:
+        dist.destroy_process_group()
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+"""Batch tensor files and how a batch is cut into per-rank micro-batches by a token budget.
+
+Every rank reads the same file and computes the same plan, so no communication is needed to agree on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from safetensors.torch import load_file
+from torch import Tensor
+
+from .config import ConfigError
+
+# name -> (dtype, rank); the [B, T] tensors are aligned with input_ids.
+BATCH_TENSORS = {
+    "input_ids": (torch.int64, 2),
+    "attention_mask": (torch.int64, 2),
+    "response_mask": (torch.int64, 2),
+    "rewards": (torch.float32, 1),
+    "group_ids": (torch.int64, 1),
+    "rollout_log_probs": (torch.float32, 2),
+    "old_log_probs": (torch.float32, 2),
+    "ref_log_probs": (torch.float32, 2),
+    "entropy": (torch.float32, 2),
+}
+REQUIRED = ("input_ids", "attention_mask", "response_mask")
+
+
+def load_batch(path: str, extra: str | None = None) -> dict[str, Tensor]:
+    """Loads and checks a batch file (plus, optionally, the log-prob file compute_log_probs wrote for it)."""
+    try:
+        tensors = load_file(path)
+    except Exception as err:  # a missing or corrupt file is the caller's input error
+        raise ConfigError(f"batch {path}: cannot read safetensors ({err})") from err
+    if extra is not None:
+        try:
+            tensors.update(load_file(extra))
+        except Exception as err:
+            raise ConfigError(f"log_probs {extra}: cannot read safetensors ({err})") from err
+    for name in REQUIRED:
+        if name not in tensors:
+            raise ConfigError(f"batch {path}: missing tensor {name}")
+    batch_size, seq_len = tensors["input_ids"].shape if tensors["input_ids"].dim() == 2 else (-1, -1)
+    if batch_size < 1:
+        raise ConfigError(f"batch {path}: input_ids must be [B, T] with B >= 1")
+    out: dict[str, Tensor] = {}
+    for name, tensor in tensors.items():
+        if name not in BATCH_TENSORS:
+            raise ConfigError(f"batch {path}: unknown tensor {name}")
+        dtype, rank = BATCH_TENSORS[name]
+        expected = (batch_size, seq_len) if rank == 2 else (batch_size,)
+        if tuple(tensor.shape) != expected:
+            raise ConfigError(f"batch {path}: {name} has shape {list(tensor.shape)}, expected {list(expected)}")
+        if tensor.dtype != dtype:
+            raise ConfigError(f"batch {path}: {name} has dtype {tensor.dtype}, expected {dtype}")
+        out[name] = tensor
+    response = out["response_mask"].bool()
+    if (response & ~out["attention_mask"].bool()).any():
+        raise ConfigError(f"batch {path}: response_mask is 1 where attention_mask is 0")
+    if response[:, 0].any():
+        raise ConfigError(f"batch {path}: response_mask is 1 at position 0 (a response token needs a context)")
+    return out
+
+
+@dataclass
+class Plan:
+    """For each rank, a list of micro-batches, each a list of row indices into the batch. Every rank gets the same
+    number of micro-batches (some possibly empty), because FSDP needs all ranks in every forward and backward."""
+
+    per_rank: list[list[list[int]]]
+
+
+def plan_micro_batches(rows: list[int], lengths: list[int], world_size: int, token_budget: int) -> Plan:
+    """Spreads `rows` over ranks balancing tokens (longest first, to the lightest rank), then packs each rank's rows,
+    longest first, into micro-batches whose padded size (rows x longest row) stays within `token_budget`."""
+    order = sorted(rows, key=lambda r: (-lengths[r], r))
+    load = [0] * world_size
+    assigned: list[list[int]] = [[] for _ in range(world_size)]
+    for row in order:
+        target = min(range(world_size), key=lambda k: (load[k], k))
+        assigned[target].append(row)
+        load[target] += lengths[row]
+    per_rank: list[list[list[int]]] = []
+    for rank_rows in assigned:
+        bins: list[list[int]] = []
+        for row in rank_rows:  # already longest first, so bin[0] is the longest row of its bin
+            if bins and (len(bins[-1]) + 1) * lengths[bins[-1][0]] <= token_budget:
+                bins[-1].append(row)
+            else:
+                bins.append([row])
+        per_rank.append(bins)
+    most = max(len(b) for b in per_rank)
+    for bins in per_rank:
+        bins.extend([] for _ in range(most - len(bins)))
+    return Plan(per_rank)
+
+
+def sequence_lengths(attention_mask: Tensor) -> list[int]:
+    """Length of each row up to its last attended token (right padding is dropped, left padding kept)."""
+    positions = torch.arange(attention_mask.shape[1]).expand_as(attention_mask)
+    last = torch.where(attention_mask.bool(), positions, torch.full_like(positions, -1)).max(dim=1).values
+    return (last + 1).tolist()
+
+
+def mini_batches(group_ids: Tensor, prompts_per_mini_batch: int | None) -> list[list[int]]:
+    """Row indices of each mini-batch: whole groups (prompts), in order of first appearance."""
+    groups: dict[int, list[int]] = {}
+    for row, gid in enumerate(group_ids.tolist()):
+        groups.setdefault(gid, []).append(row)
+    ordered = list(groups.values())
+    size = prompts_per_mini_batch or len(ordered)
+    return [sum(ordered[i : i + size], []) for i in range(0, len(ordered), size)]

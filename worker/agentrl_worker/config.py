@@ -1,0 +1,101 @@
+"""The `init` command's settings, with verl's key names and defaults. Unknown keys and wrong types are refused."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from .algos import KL_KINDS, LOSS_AGG_MODES
+
+
+class ConfigError(ValueError):
+    """A bad field in a command; the reply names the field."""
+
+
+@dataclass
+class WorkerConfig:
+    model_path: str
+    """Hugging Face model folder (config.json + safetensors) the policy, and the reference, start from."""
+    dtype: str = "float32"
+    """Parameter dtype of the sharded master weights: float32 or bfloat16. On CUDA, compute runs in bf16 either way."""
+    seed: int = 0
+    lr: float = 1e-6
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    weight_decay: float = 0.01
+    lr_warmup_steps: int = 0
+    """Linear warm-up over this many optimizer steps, then a constant learning rate."""
+    grad_clip: float = 1.0
+    reshard_after_forward: bool = True
+    use_ref: bool = False
+    """Keep a frozen, sharded reference copy of the initial model (needed by use_kl_loss)."""
+    ref_offload: bool = False
+    """Keep the reference's shards in CPU memory (FSDP2 CPUOffloadPolicy), copied to the GPU layer by layer."""
+    gradient_checkpointing: bool = False
+    micro_batch_token_budget: int = 8192
+    """Padded tokens per micro-batch per rank (verl: ppo_max_token_len_per_gpu with use_dynamic_bsz)."""
+    temperature: float = 1.0
+    """The rollout temperature: logits are divided by it before log_softmax."""
+    ppo_mini_batch_size: int | None = None
+    """Prompts (groups) per optimizer step; None means the whole batch is one mini-batch."""
+    ppo_epochs: int = 1
+    clip_ratio_low: float = 0.2
+    clip_ratio_high: float = 0.2
+    clip_ratio_c: float = 3.0
+    loss_agg_mode: str = "token-mean"
+    loss_scale_factor: float | None = None
+    use_kl_loss: bool = False
+    kl_loss_coef: float = 0.001
+    kl_loss_type: str = "low_var_kl"
+    entropy_coeff: float = 0.0
+    adv_estimator: str = "grpo"
+    """grpo or rloo."""
+    norm_adv_by_std_in_grpo: bool = True
+    rollout_is_threshold: float | None = None
+    """Truncated importance sampling against the rollout's log-probs: weight = min(pi_old / pi_rollout, threshold)."""
+
+    @staticmethod
+    def from_dict(raw: dict[str, Any]) -> "WorkerConfig":
+        known = {f.name: f for f in dataclasses.fields(WorkerConfig)}
+        unknown = sorted(set(raw) - set(known))
+        if unknown:
+            raise ConfigError(f"init: unknown field(s) {', '.join(unknown)}")
+        if "model_path" not in raw:
+            raise ConfigError("init: model_path is required")
+        for name, value in raw.items():
+            _check_type(name, value, known[name].type)
+        config = WorkerConfig(**raw)
+        _check_choice("loss_agg_mode", config.loss_agg_mode, LOSS_AGG_MODES)
+        _check_choice("kl_loss_type", config.kl_loss_type, KL_KINDS)
+        _check_choice("adv_estimator", config.adv_estimator, ("grpo", "rloo"))
+        _check_choice("dtype", config.dtype, ("float32", "bfloat16"))
+        if config.temperature <= 0:
+            raise ConfigError("init: temperature must be > 0")
+        if config.micro_batch_token_budget < 1 or config.ppo_epochs < 1:
+            raise ConfigError("init: micro_batch_token_budget and ppo_epochs must be >= 1")
+        if config.use_kl_loss and not config.use_ref:
+            raise ConfigError("init: use_kl_loss needs use_ref: true")
+        return config
+
+
+def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ConfigError(f"init: {name} must be one of {', '.join(choices)}, got {value!r}")
+
+
+def _check_type(name: str, value: Any, annotation: str) -> None:
+    optional = "None" in annotation
+    if value is None:
+        if not optional:
+            raise ConfigError(f"init: {name} must not be null")
+        return
+    base = annotation.split("|")[0].strip()
+    ok = {
+        "str": isinstance(value, str),
+        "int": isinstance(value, int) and not isinstance(value, bool),
+        "float": isinstance(value, (int, float)) and not isinstance(value, bool),
+        "bool": isinstance(value, bool),
+        "list[float]": isinstance(value, list) and all(isinstance(v, (int, float)) for v in value),
+    }.get(base, True)
+    if not ok:
+        raise ConfigError(f"init: {name} must be {base}, got {type(value).__name__}")

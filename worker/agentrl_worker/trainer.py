@@ -1,0 +1,441 @@
+"""The sharded policy (and reference) model and the commands that act on it. Every rank runs every method."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from safetensors.torch import save_file
+from torch import Tensor
+
+from . import algos
+from .batch import Plan, load_batch, mini_batches, plan_micro_batches, sequence_lengths
+from .config import ConfigError, WorkerConfig
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+
+
+def _shard(
+    model: torch.nn.Module, device: torch.device, param_dtype: torch.dtype | None, reshard: bool, offload: bool = False
+) -> tuple[torch.nn.Module, str]:
+    """FSDP2 `fully_shard` on every decoder layer, then on the whole model; FSDP1 where torch lacks FSDP2."""
+    layer_classes = set(getattr(model, "_no_split_modules", None) or [])
+    layers = [m for m in model.modules() if type(m).__name__ in layer_classes]
+    try:
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    except ImportError:  # torch < 2.6 keeps FSDP2 under _composable; older still only has FSDP1
+        try:
+            from torch.distributed._composable.fsdp import MixedPrecisionPolicy, fully_shard  # type: ignore
+        except ImportError:
+            fully_shard = None  # type: ignore
+    if fully_shard is not None:
+        mp = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32) if param_dtype else MixedPrecisionPolicy()
+        extra: dict[str, Any] = {}
+        if offload and device.type == "cuda":  # on CPU the shards already live in host memory
+            from torch.distributed.fsdp import CPUOffloadPolicy
+
+            extra["offload_policy"] = CPUOffloadPolicy(pin_memory=True)
+        for layer in layers:
+            fully_shard(layer, mp_policy=mp, reshard_after_forward=reshard, **extra)
+        fully_shard(model, mp_policy=mp, reshard_after_forward=reshard, **extra)
+        return model, "fsdp2"
+    from functools import partial
+
+    from torch.distributed.fsdp import FullyShardedDataParallel, MixedPrecision
+    from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
+
+    policy = partial(transformer_auto_wrap_policy, transformer_layer_cls={type(m) for m in layers})
+    mixed = MixedPrecision(param_dtype=param_dtype, reduce_dtype=torch.float32) if param_dtype else None
+    wrapped = FullyShardedDataParallel(
+        model, auto_wrap_policy=policy, mixed_precision=mixed, use_orig_params=True,
+        device_id=device if device.type == "cuda" else None,
+    )
+    return wrapped, "fsdp1"
+
+
+class Trainer:
+    def __init__(self, config: WorkerConfig) -> None:
+        from transformers import AutoModelForCausalLM
+
+        self.config = config
+        self.rank = dist.get_rank()
+        self.world = dist.get_world_size()
+        self.device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+        self.step = 0
+        self._seed(config.seed)
+        master_dtype = torch.float32 if config.dtype == "float32" else torch.bfloat16
+        compute_dtype = torch.bfloat16 if self.device.type == "cuda" else None
+        model_dir = Path(config.model_path)
+        if not (model_dir / "config.json").exists():
+            raise ConfigError(f"init: model_path {config.model_path} has no config.json")
+        hf_config = json.loads((model_dir / "config.json").read_text())
+        # save_weights writes this dtype by default, so SGLang gets the checkpoint's own precision back.
+        self.saved_dtype = hf_config.get("torch_dtype") or hf_config.get("dtype") or "float32"
+
+        def load() -> torch.nn.Module:
+            model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=master_dtype, attn_implementation="sdpa")
+            return model.to(self.device)
+
+        self.model = load()
+        self.model.config.use_cache = False
+        if config.gradient_checkpointing:
+            self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        self.model, self.fsdp = _shard(self.model, self.device, compute_dtype, config.reshard_after_forward)
+        self.ref = None
+        if config.use_ref:
+            # With ref_offload the reference is loaded on the CPU and FSDP2 moves each layer's shards in for compute.
+            self.ref = load() if not config.ref_offload else AutoModelForCausalLM.from_pretrained(
+                model_dir, dtype=master_dtype, attn_implementation="sdpa"
+            )
+            self.ref.requires_grad_(False)
+            self.ref.eval()
+            self.ref, _ = _shard(self.ref, self.device, compute_dtype, True, offload=config.ref_offload)
+        self.optimizer = torch.optim.AdamW(
+            self.model.parameters(), lr=config.lr, betas=tuple(config.betas), weight_decay=config.weight_decay
+        )
+        warmup = config.lr_warmup_steps
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda step: min(1.0, (step + 1) / warmup) if warmup > 0 else 1.0
+        )
+
+    # --- helpers ----------------------------------------------------------------------------------------------
+
+    def _seed(self, seed: int) -> None:
+        random.seed(seed + self.rank)
+        torch.manual_seed(seed + self.rank)
+
+    def _plan(self, batch: dict[str, Tensor], rows: list[int]) -> Plan:
+        lengths = sequence_lengths(batch["attention_mask"])
+        return plan_micro_batches(rows, lengths, self.world, self.config.micro_batch_token_budget)
+
+    def _forward(
+        self, model: torch.nn.Module, batch: dict[str, Tensor], rows: list[int], with_entropy: bool = True
+    ) -> tuple[Tensor, Tensor | None]:
+        """Log-probs (and entropies) [b, t] of the rows' response tokens, aligned with input_ids and trimmed to the
+        micro-batch's longest row; 0 on every other position. The lm_head runs only at the positions that predict a
+        response token of some row (logits_to_keep), which skips the prompt: with a 151k vocabulary the logits
+        dominate the cost. An empty micro-batch runs one pad token so the rank still joins FSDP's collectives."""
+        if rows:
+            length = max(sequence_lengths(batch["attention_mask"][rows]))
+            input_ids = batch["input_ids"][rows, :length].to(self.device)
+            attention = batch["attention_mask"][rows, :length].to(self.device)
+            response = batch["response_mask"][rows, :length].to(self.device).bool()
+        else:
+            input_ids = torch.zeros(1, 2, dtype=torch.long, device=self.device)
+            attention = torch.ones_like(input_ids)
+            response = torch.zeros_like(input_ids, dtype=torch.bool)
+        targets = response.any(dim=0).nonzero().squeeze(-1)  # columns t holding a response token in some row
+        if targets.numel() == 0:
+            targets = torch.tensor([input_ids.shape[1] - 1], device=self.device)
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        logits = model(
+            input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=False, logits_to_keep=targets - 1
+        ).logits
+        labels = input_ids[:, targets]
+        if with_entropy:
+            picked, picked_entropy = algos.log_probs_and_entropy(logits, labels, self.config.temperature)
+        else:
+            picked, picked_entropy = algos.token_log_probs(logits, labels, self.config.temperature), None
+        # where(), not a product with the mask: positions outside the response must read +0.0, not -0.0.
+        keep = response[:, targets]
+        log_probs = torch.zeros(input_ids.shape, dtype=torch.float32, device=self.device)
+        log_probs = log_probs.index_copy(1, targets, torch.where(keep, picked, 0.0))
+        entropy = None
+        if picked_entropy is not None:
+            entropy = torch.zeros(input_ids.shape, dtype=torch.float32, device=self.device)
+            entropy = entropy.index_copy(1, targets, torch.where(keep, picked_entropy, 0.0))
+        return log_probs, entropy
+
+    def _advantages(self, batch: dict[str, Tensor]) -> Tensor:
+        if "rewards" not in batch or "group_ids" not in batch:
+            raise ConfigError("update: the batch needs rewards and group_ids")
+        if self.config.adv_estimator == "rloo":
+            return algos.rloo_advantages(batch["rewards"], batch["group_ids"])
+        return algos.grpo_advantages(batch["rewards"], batch["group_ids"], norm_by_std=self.config.norm_adv_by_std_in_grpo)
+
+    # --- commands ---------------------------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def compute_log_probs(self, batch_path: str, out_path: str) -> dict[str, Any]:
+        """Writes old_log_probs, entropy and (with a reference) ref_log_probs, all [B, T] float32, to out_path."""
+        batch = load_batch(batch_path)
+        size, seq_len = batch["input_ids"].shape
+        plan = self._plan(batch, list(range(size)))
+        results: dict[str, dict[int, Tensor]] = {"old_log_probs": {}, "entropy": {}, "ref_log_probs": {}}
+        self.model.eval()
+        for rows in plan.per_rank[self.rank]:
+            log_probs, entropy = self._forward(self.model, batch, rows)
+            ref = self._forward(self.ref, batch, rows, with_entropy=False)[0] if self.ref is not None else None
+            for i, row in enumerate(rows):
+                results["old_log_probs"][row] = log_probs[i].float().cpu()
+                results["entropy"][row] = entropy[i].float().cpu()  # type: ignore[index]
+                if ref is not None:
+                    results["ref_log_probs"][row] = ref[i].float().cpu()
+        gathered: list[Any] | None = [None] * self.world if self.rank == 0 else None
+        dist.gather_object(results, gathered, dst=0)
+        metrics: dict[str, Any] = {}
+        if self.rank == 0:
+            tensors: dict[str, Tensor] = {}
+            for name in results:
+                if name == "ref_log_probs" and self.ref is None:
+                    continue
+                full = torch.zeros(size, seq_len, dtype=torch.float32)
+                for part in gathered or []:
+                    for row, values in part[name].items():
+                        full[row, : values.shape[0]] = values
+                tensors[name] = full
+            mask = batch["response_mask"].float()
+            metrics["actor/entropy"] = algos.masked_mean(tensors["entropy"], mask).item()
+            if "rollout_log_probs" in batch:
+                metrics.update(_mismatch_metrics(tensors["old_log_probs"], batch["rollout_log_probs"], mask))
+            _atomic_save(tensors, out_path)
+        return {"path": out_path, "metrics": metrics}
+
+    def update(self, batch_path: str, log_probs_path: str | None) -> dict[str, Any]:
+        """GRPO/PPO over mini-batches of whole prompts for ppo_epochs; returns metrics averaged over optimizer steps."""
+        config = self.config
+        batch = load_batch(batch_path, log_probs_path)
+        if "old_log_probs" not in batch:
+            raise ConfigError("update: old_log_probs missing; pass the file compute_log_probs wrote as log_probs")
+        if config.use_kl_loss and "ref_log_probs" not in batch:
+            raise ConfigError("update: use_kl_loss needs ref_log_probs from compute_log_probs")
+        advantages = self._advantages(batch)
+        mask_all = batch["response_mask"].float()
+        is_weights = None
+        if config.rollout_is_threshold is not None and "rollout_log_probs" in batch:
+            ratio = torch.exp(torch.clamp(batch["old_log_probs"] - batch["rollout_log_probs"], -20.0, 20.0))
+            is_weights = torch.clamp(ratio, max=config.rollout_is_threshold) * mask_all
+        self.model.train()
+        history: list[dict[str, float]] = []
+        for _ in range(config.ppo_epochs):
+            for rows in mini_batches(batch["group_ids"], config.ppo_mini_batch_size):
+                history.append(self._optimizer_step(batch, rows, advantages, is_weights))
+        metrics = {key: sum(h[key] for h in history) / len(history) for key in history[0]}
+        metrics["actor/ratio_max"] = max(h["actor/ratio_max"] for h in history)
+        metrics["actor/ratio_min"] = min(h["actor/ratio_min"] for h in history)
+        metrics["actor/pg_loss_first"] = history[0]["actor/pg_loss"]
+        metrics["actor/optimizer_steps"] = len(history)
+        metrics["actor/advantage_mean"] = algos.masked_mean(advantages.unsqueeze(-1).expand_as(mask_all), mask_all).item()
+        if "rollout_log_probs" in batch:
+            metrics.update(_mismatch_metrics(batch["old_log_probs"], batch["rollout_log_probs"], mask_all))
+        return {"metrics": metrics, "step": self.step}
+
+    def _optimizer_step(self, batch: dict[str, Tensor], rows: list[int], advantages: Tensor, is_weights: Tensor | None) -> dict[str, float]:
+        config = self.config
+        mask = batch["response_mask"][rows].float()
+        tokens = mask.sum().item()
+        if config.loss_agg_mode == "token-mean":
+            denominator = tokens
+        elif config.loss_agg_mode == "seq-mean-token-sum-norm":
+            factor = config.loss_scale_factor or _longest_response_span(batch["response_mask"])
+            denominator = factor * len(rows)
+        else:
+            denominator = float((mask.sum(-1) > 0).sum().item())
+        denominator = max(denominator, 1.0)
+        # FSDP averages gradients over ranks, so each rank's share is scaled by world size: the mean of the per-rank
+        # gradients is then the gradient of sum(numerators) / denominator over the whole mini-batch.
+        scale = self.world / denominator
+        sums = torch.zeros(7, dtype=torch.float64)  # pg, entropy, kl, clipped, clipped_lower, neg_delta, tokens
+        ratio_max, ratio_min = torch.tensor(-float("inf")), torch.tensor(float("inf"))
+        self.optimizer.zero_grad(set_to_none=True)
+        for micro in self._plan(batch, rows).per_rank[self.rank]:
+            # verl computes the entropy with gradients only when it is part of the loss.
+            log_probs, entropy = self._forward(self.model, batch, micro, with_entropy=config.entropy_coeff != 0)
+            if not micro:
+                (log_probs.sum() * 0.0).backward()
+                continue
+            width = log_probs.shape[1]
+            m = batch["response_mask"][micro, :width].float().to(self.device)
+            old = batch["old_log_probs"][micro, :width].to(self.device)
+            token_loss, facts = algos.clipped_surrogate(
+                log_probs, old, advantages[micro].to(self.device), config.clip_ratio_low, config.clip_ratio_high, config.clip_ratio_c
+            )
+            if is_weights is not None:
+                token_loss = token_loss * is_weights[micro, :width].to(self.device)
+            pg = algos.agg_loss_numerator(token_loss, m, config.loss_agg_mode)
+            ent = algos.agg_loss_numerator(entropy, m, config.loss_agg_mode) if entropy is not None else torch.zeros((), device=self.device)
+            loss = pg - config.entropy_coeff * ent
+            kl = torch.zeros((), device=self.device)
+            if config.use_kl_loss:
+                ref = batch["ref_log_probs"][micro, :width].to(self.device)
+                kl = algos.agg_loss_numerator(algos.kl_penalty(log_probs, ref, config.kl_loss_type), m, config.loss_agg_mode)
+                loss = loss + config.kl_loss_coef * kl
+            (loss * scale).backward()
+            sums += torch.tensor(
+                [pg.item(), ent.item(), kl.item(), (facts["clipped"] * m).sum().item(), (facts["clipped_lower"] * m).sum().item(),
+                 (facts["neg_delta"] * m).sum().item(), m.sum().item()], dtype=torch.float64)
+            on = m.bool()
+            if on.any():
+                ratio_max = torch.maximum(ratio_max, facts["ratio"][on].max().cpu())
+                ratio_min = torch.minimum(ratio_min, facts["ratio"][on].min().cpu())
+        if self.fsdp == "fsdp1":  # FSDP1's flat shards need its own method to see the global norm
+            grad_norm = self.model.clip_grad_norm_(config.grad_clip)  # type: ignore[operator]
+        else:
+            grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), config.grad_clip)
+        if hasattr(grad_norm, "full_tensor"):
+            grad_norm = grad_norm.full_tensor()
+        grad_norm = float(grad_norm)
+        if torch.isfinite(torch.tensor(grad_norm)):
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        lr = self.scheduler.get_last_lr()[0]
+        self.scheduler.step()
+        self.step += 1
+        dist.all_reduce(sums)
+        extremes = torch.tensor([ratio_max.item(), -ratio_min.item()], dtype=torch.float64)
+        dist.all_reduce(extremes, op=dist.ReduceOp.MAX)
+        count = max(sums[6].item(), 1e-8)
+        metrics = {
+            "actor/pg_loss": sums[0].item() / denominator,
+            "actor/kl_loss": sums[2].item() / denominator,
+            "actor/pg_clipfrac": sums[3].item() / count,
+            "actor/pg_clipfrac_lower": sums[4].item() / count,
+            "actor/ppo_kl": sums[5].item() / count,
+            "actor/grad_norm": grad_norm,
+            "actor/lr": lr,
+            "actor/ratio_max": extremes[0].item(),
+            "actor/ratio_min": -extremes[1].item(),
+            "actor/skipped_step": 0.0 if torch.isfinite(torch.tensor(grad_norm)) else 1.0,
+        }
+        if config.entropy_coeff != 0:  # otherwise the entropy is not computed here; compute_log_probs reports it
+            metrics["actor/entropy"] = sums[1].item() / denominator
+        return metrics
+
+    def _full_model_state(self) -> dict[str, Tensor]:
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        return get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+    def save_weights(self, out_dir: str, dtype: str | None) -> dict[str, Any]:
+        """A Hugging Face folder (config, tokenizer, model.safetensors) loadable by transformers and SGLang."""
+        state = self._full_model_state()
+        if self.rank == 0:
+            name = dtype or self.saved_dtype or "float32"
+            target = getattr(torch, name, None)
+            if not isinstance(target, torch.dtype):
+                raise ConfigError(f"save_weights: unknown dtype {name!r}")
+            if getattr(self.model.config, "tie_word_embeddings", False):
+                state.pop("lm_head.weight", None)
+            tensors = {k: v.to(target).contiguous().clone() for k, v in state.items()}
+            out = Path(out_dir)
+            tmp = out.with_name(out.name + f".tmp-{os.getpid()}")
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+            for item in Path(self.config.model_path).iterdir():
+                if item.is_file() and not item.name.endswith(WEIGHT_SUFFIXES) and not item.name.endswith(".index.json"):
+                    shutil.copyfile(item, tmp / item.name)
+            save_file(tensors, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+            shutil.rmtree(out, ignore_errors=True)
+            os.replace(tmp, out)
+        dist.barrier()
+        return {"path": out_dir, "step": self.step}
+
+    def save_checkpoint(self, out_dir: str) -> dict[str, Any]:
+        """Full model and optimizer state (rank 0), scheduler and step, and every rank's RNG state."""
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+
+        model_state, optim_state = get_state_dict(
+            self.model, self.optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
+        )
+        out = Path(out_dir)
+        if self.rank == 0:
+            out.mkdir(parents=True, exist_ok=True)
+            torch.save({"model": model_state, "optimizer": optim_state}, out / "state.pt")
+            torch.save({"scheduler": self.scheduler.state_dict(), "step": self.step}, out / "trainer.pt")
+        dist.barrier()
+        torch.save(_rng_state(), out / f"rng_rank{self.rank}.pt")
+        dist.barrier()
+        return {"path": out_dir, "step": self.step}
+
+    def load_checkpoint(self, in_dir: str) -> dict[str, Any]:
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
+
+        path = Path(in_dir)
+        if not (path / "state.pt").exists():
+            raise ConfigError(f"load_checkpoint: {in_dir} has no state.pt")
+        full = torch.load(path / "state.pt", weights_only=False)
+        set_state_dict(
+            self.model, self.optimizer, model_state_dict=full["model"], optim_state_dict=full["optimizer"],
+            options=StateDictOptions(full_state_dict=True),
+        )
+        trainer = torch.load(path / "trainer.pt", weights_only=False)
+        self.scheduler.load_state_dict(trainer["scheduler"])
+        self.step = trainer["step"]
+        rng = path / f"rng_rank{self.rank}.pt"
+        if rng.exists():
+            _set_rng_state(torch.load(rng, weights_only=False))
+        return {"path": in_dir, "step": self.step}
+
+    def fingerprint(self) -> dict[str, Any]:
+        """SHA-256 of the full parameters and of the full optimizer state, to check resumes bit for bit."""
+        import hashlib
+
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+
+        model_state, optim_state = get_state_dict(
+            self.model, self.optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
+        )
+        if self.rank != 0:
+            return {}
+
+        def digest(tree: Any, h: "hashlib._Hash", prefix: str = "") -> None:
+            if isinstance(tree, dict):
+                for key in sorted(tree, key=str):
+                    digest(tree[key], h, f"{prefix}/{key}")
+            elif isinstance(tree, (list, tuple)):
+                for i, item in enumerate(tree):
+                    digest(item, h, f"{prefix}/{i}")
+            elif isinstance(tree, Tensor):
+                h.update(prefix.encode())
+                h.update(tree.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes() if tree.dim() else tree.cpu().reshape(1).view(torch.uint8).numpy().tobytes())
+            else:
+                h.update(f"{prefix}={tree!r}".encode())
+
+        params, optim = hashlib.sha256(), hashlib.sha256()
+        digest(model_state, params)
+        digest(optim_state, optim)
+        return {"params": params.hexdigest(), "optimizer": optim.hexdigest(), "step": self.step}
+
+
+def _mismatch_metrics(old: Tensor, rollout: Tensor, mask: Tensor) -> dict[str, float]:
+    """How far the trainer's log-probs are from the rollout engine's on the same tokens (training-inference mismatch)."""
+    return {
+        "mismatch/kl": algos.masked_mean(rollout - old, mask).item(),
+        "mismatch/k3": algos.masked_mean(algos.kl_penalty(rollout, old, "k3"), mask).item(),
+        "mismatch/ratio_mean": algos.masked_mean(torch.exp(torch.clamp(old - rollout, -20, 20)), mask).item(),
+    }
+
+
+def _longest_response_span(response_mask: Tensor) -> float:
+    positions = torch.arange(response_mask.shape[1]).expand_as(response_mask)
+    on = response_mask.bool()
+    first = torch.where(on, positions, torch.full_like(positions, response_mask.shape[1])).min(dim=1).values
+    last = torch.where(on, positions, torch.full_like(positions, -1)).max(dim=1).values
+    return float(max(1, (last - first + 1).clamp(min=0).max().item()))
+
+
+def _rng_state() -> dict[str, Any]:
+    state = {"python": random.getstate(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state()
+    return state
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda"])
+
+
+def _atomic_save(tensors: dict[str, Tensor], path: str) -> None:
+    """Writes next to the target and renames, so a reader never sees a half-written file."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    save_file({k: v.contiguous() for k, v in tensors.items()}, tmp)
+    os.replace(tmp, path)

