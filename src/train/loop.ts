@@ -233,6 +233,9 @@ export async function trainLoop(options: TrainLoopOptions): Promise<TrainLoopRes
         timing["timing_s/update_actor"] = (performance.now() - t0) / 1000;
         Object.assign(metrics, logProbs.metrics, update.metrics);
         await attachTrainerLogProbs(kept, logProbs.path);
+        update.advantages?.forEach((advantage, row) => {
+          kept[row]!.advantage = advantage;
+        });
         rmSync(batchFile, { force: true });
         rmSync(logProbFile, { force: true });
 

@@ -224,7 +224,8 @@ class Trainer:
         metrics["actor/advantage_mean"] = algos.masked_mean(advantages.unsqueeze(-1).expand_as(mask_all), mask_all).item()
         if "rollout_log_probs" in batch:
             metrics.update(_mismatch_metrics(batch["old_log_probs"], batch["rollout_log_probs"], mask_all))
-        return {"metrics": metrics, "step": self.step}
+        # Per-row advantages go back to the CLI for the trajectory records (inspect --group shows them).
+        return {"metrics": metrics, "step": self.step, "advantages": [float(a) for a in advantages.tolist()]}
 
     def _optimizer_step(self, batch: dict[str, Tensor], rows: list[int], advantages: Tensor, is_weights: Tensor | None) -> dict[str, float]:
         config = self.config

@@ -63,7 +63,12 @@ export const initResult = z.object({
   load_s: z.number(),
 });
 export const computeLogProbsResult = z.object({ path: z.string(), metrics });
-export const updateResult = z.object({ metrics, step: z.number().int() });
+export const updateResult = z.object({
+  metrics,
+  step: z.number().int(),
+  /** Advantage of each batch row, in row order. */
+  advantages: z.array(z.number()).optional(),
+});
 export const pathResult = z.object({ path: z.string(), step: z.number().int() });
 export const fingerprintResult = z.object({ params: z.string(), optimizer: z.string(), step: z.number().int() });
 
