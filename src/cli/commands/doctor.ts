@@ -1,9 +1,43 @@
 import type { Command } from "commander";
-import { notYetAvailable } from "./not-yet.js";
+import { UsageError } from "../../errors.js";
+
+const positiveInt = (flag: string) => (value: string) => {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n <= 0) throw new UsageError(`${flag} must be a positive integer, got '${value}'`);
+  return n;
+};
 
 export function registerDoctor(program: Command): void {
   program
     .command("doctor")
     .description("Pre-flight checks of a model, its chat template and an inference server")
-    .action(() => notYetAvailable("doctor", 6));
+    .option("-m, --model <dir>", "local model folder: tokenizer and chat template (actor_rollout_ref.model.path)")
+    .option("-s, --server <url>", "the SGLang or embedded engine URL to check")
+    .option("--tools <yaml>", "tool config in verl's format (multi_turn.tool_config_path); default: a probe tool")
+    .option("--format <parser>", "function-call format: auto, qwen25, hermes, llama3, mistral, deepseekv3, pythonic")
+    .option("-c, --config <file>", "rollout or train config YAML: reads the model, server, tools, format and budgets")
+    .option("--max-prompt-length <n>", "prompt budget in tokens (data.max_prompt_length)", positiveInt("--max-prompt-length"))
+    .option("--max-response-length <n>", "response budget in tokens (data.max_response_length)", positiveInt("--max-response-length"))
+    .option("--kwargs <json>", "extra chat template variables, e.g. '{\"enable_thinking\": false}'")
+    .option("--api-key <key>", "the server's API key (prefer the SGLANG_API_KEY environment variable: flags show in ps)")
+    .option("--timeout <s>", "seconds per request", positiveInt("--timeout"))
+    .option("--json", "print the report as JSON on stdout")
+    .addHelpText(
+      "after",
+      `
+Checks: the server answers; its model matches the local tokenizer (vocabulary, special tokens, EOS); /generate with
+input_ids keeps the EOS in output_ids and returns aligned logprobs; the chat template renders the tools and keeps
+prefixes over a tool-call round trip; the function-call format parses the template's own tool call; the weight-update
+endpoint exists; the context length covers the prompt + response budgets.
+
+Examples:
+  $ agentrl doctor --model ./Qwen3-0.6B --server http://127.0.0.1:30000 --tools tool-configs/gsm8k_tool_config.yaml
+  $ agentrl doctor --config rollout.yaml --json
+
+Exit code: 0 when nothing failed (warnings allowed), 1 when a check failed, 2 for bad flags or input files.`,
+    )
+    .action(async (flags) => {
+      const { runDoctorCommand } = await import("../../doctor/command.js");
+      await runDoctorCommand(flags);
+    });
 }

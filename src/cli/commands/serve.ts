@@ -1,9 +1,68 @@
 import type { Command } from "commander";
-import { notYetAvailable } from "./not-yet.js";
+import { UsageError } from "../../errors.js";
+
+export interface ServeFlags {
+  engine: string;
+  model?: string;
+  port: number;
+  host: string;
+  gpus?: number[];
+  tp?: number;
+  dp?: number;
+  colocated?: boolean;
+  apiKey?: string;
+  python?: string;
+  logFile?: string;
+  startupTimeout: number;
+  quiet?: boolean;
+  replicas?: number;
+}
+
+const integer = (flag: string, min: number) => (value: string) => {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < min) throw new UsageError(`${flag} must be an integer ≥ ${min}, got '${value}'`);
+  return n;
+};
+
+const gpuList = (value: string) => {
+  const ids = value.split(",").map((part) => part.trim());
+  if (ids.some((id) => !/^\d+$/.test(id))) throw new UsageError(`--gpus must be comma-separated GPU ids such as 0,1,2,3, got '${value}'`);
+  return ids.map(Number);
+};
 
 export function registerServe(program: Command): void {
   program
     .command("serve")
     .description("Start an inference engine (embedded CPU engine or SGLang) as a managed child")
-    .action(() => notYetAvailable("serve", 6));
+    .argument("[engine-args...]", "extra flags for the engine, after --")
+    .requiredOption("-e, --engine <kind>", "embedded (PyTorch, CPU or one GPU) or sglang")
+    .option("-m, --model <dir>", "model folder (SGLang also takes a Hugging Face id)")
+    .option("-p, --port <port>", "port to serve on; 0 picks a free one", integer("--port", 0), 30000)
+    .option("--host <host>", "address to bind", "127.0.0.1")
+    .option("--gpus <ids>", "GPU ids, e.g. 0,1,2,3 (CUDA_VISIBLE_DEVICES); sglang's tp size defaults to their count", gpuList)
+    .option("--tp <n>", "sglang tensor-parallel size (--tp-size)", integer("--tp", 1))
+    .option("--dp <n>", "sglang data-parallel replicas behind one port (--dp-size)", integer("--dp", 1))
+    .option("--replicas <n>", "sglang: N separate servers on ports port+1..port+N, each on 1/N of --gpus, behind the sglang router on --port", integer("--replicas", 1))
+    .option("--colocated", "training shares these GPUs: start sglang with --enable-memory-saver")
+    .option("--api-key <key>", "require this API key (prefer the SGLANG_API_KEY environment variable: flags show in ps)")
+    .option("--python <path>", "Python interpreter with the engine installed (default: .venv/bin/python, else python3)")
+    .option("--log-file <file>", "append the engine's output here instead of printing it")
+    .option("--startup-timeout <s>", "seconds to wait for /health", integer("--startup-timeout", 1), 600)
+    .option("-q, --quiet", "do not print the engine's output")
+    .addHelpText(
+      "after",
+      `
+Prints the URL on stdout once the engine answers /health, then stays in the foreground until Ctrl-C (or SIGTERM),
+which it forwards to the engine's whole process group. The engine never outlives agentrl, even if agentrl is killed.
+
+Examples:
+  $ agentrl serve --engine embedded --model out/tiny --port 30000
+  $ agentrl serve --engine sglang --model Qwen/Qwen3-8B --gpus 0,1 --colocated -- --mem-fraction-static 0.6
+
+sglang runs as 'python -m sglang.launch_server' without --tool-call-parser (agentrl parses calls itself).`,
+    )
+    .action(async (engineArgs: string[], flags: ServeFlags) => {
+      const { runServeCommand } = await import("../../serve/command.js");
+      await runServeCommand(flags, engineArgs);
+    });
 }

@@ -1,0 +1,93 @@
+/**
+ * Resolves the doctor's options from flags and, when given, a rollout/train config (verl key names): flags win over
+ * the config, the config over the defaults of src/rollout/config.ts. Only the keys the doctor reads are validated,
+ * so the same file works for `agentrl rollout` and `agentrl train`.
+ */
+import { z } from "zod";
+import { InputError, UsageError } from "../errors.js";
+import { getPath, readYamlConfig } from "../cli/config.js";
+import type { DoctorOptions } from "./types.js";
+
+export interface DoctorFlags {
+  model?: string;
+  server?: string;
+  tools?: string;
+  format?: string;
+  config?: string;
+  maxPromptLength?: number;
+  maxResponseLength?: number;
+  apiKey?: string;
+  kwargs?: string;
+  timeout?: number;
+  json?: boolean;
+}
+
+/** src/rollout/config.ts's defaults for data.max_prompt_length and data.max_response_length. */
+const DEFAULT_BUDGET = 1024;
+
+const KEYS = {
+  model: ["actor_rollout_ref.model.path", z.string().min(1).nullable()],
+  server: ["actor_rollout_ref.rollout.server.urls", z.array(z.string()).nullable()],
+  tools: ["actor_rollout_ref.rollout.multi_turn.tool_config_path", z.string().nullable()],
+  format: ["actor_rollout_ref.rollout.multi_turn.format", z.string()],
+  apiKeyEnv: ["actor_rollout_ref.rollout.server.api_key_env", z.string()],
+  maxPromptLength: ["data.max_prompt_length", z.number().int().positive()],
+  maxResponseLength: ["data.max_response_length", z.number().int().positive()],
+} as const;
+
+type ConfigValues = { [K in keyof typeof KEYS]?: z.infer<(typeof KEYS)[K][1]> };
+
+async function readConfigValues(file: string): Promise<ConfigValues> {
+  const tree = await readYamlConfig(file);
+  const values: Record<string, unknown> = {};
+  for (const [name, [key, schema]] of Object.entries(KEYS)) {
+    const raw = getPath(tree, key);
+    if (raw === undefined) continue;
+    const parsed = (schema as z.ZodType).safeParse(raw);
+    if (!parsed.success) throw new InputError(`${file}: ${key}: ${parsed.error.issues[0]?.message ?? "invalid value"}`);
+    if (parsed.data !== null) values[name] = parsed.data;
+  }
+  return values as ConfigValues;
+}
+
+function parseKwargs(text: string | undefined): Record<string, unknown> | undefined {
+  if (text === undefined) return undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw new UsageError(`--kwargs must be a JSON object: ${(err as Error).message}`);
+  }
+  if (value === null || typeof value !== "object" || Array.isArray(value)) {
+    throw new UsageError("--kwargs must be a JSON object, e.g. '{\"enable_thinking\": false}'");
+  }
+  return value as Record<string, unknown>;
+}
+
+export async function resolveDoctorOptions(flags: DoctorFlags, env: NodeJS.ProcessEnv = process.env): Promise<DoctorOptions> {
+  const config = flags.config ? await readConfigValues(flags.config) : {};
+  const model = flags.model ?? config.model;
+  if (!model) throw new UsageError("doctor needs the local model folder", { hint: "pass --model DIR (or actor_rollout_ref.model.path in --config)" });
+  const server = flags.server ?? config.server?.[0];
+  if (!server) {
+    throw new UsageError("doctor needs a server to check", { hint: "pass --server URL (or actor_rollout_ref.rollout.server.urls in --config)" });
+  }
+  if (!/^https?:\/\/[^/]+/.test(server)) throw new UsageError(`--server must be an http(s) URL, got '${server}'`);
+  const apiKey = flags.apiKey ?? env[config.apiKeyEnv ?? "SGLANG_API_KEY"] ?? undefined;
+  const promptFromFlag = flags.maxPromptLength !== undefined || flags.maxResponseLength !== undefined;
+  const promptFromConfig = config.maxPromptLength !== undefined || config.maxResponseLength !== undefined;
+  const kwargs = parseKwargs(flags.kwargs);
+  const tools = flags.tools ?? config.tools;
+  return {
+    model,
+    server: server.replace(/\/+$/, ""),
+    ...(apiKey ? { apiKey } : {}),
+    ...(tools ? { toolsFile: tools } : {}),
+    format: flags.format ?? config.format ?? "auto",
+    maxPromptLength: flags.maxPromptLength ?? config.maxPromptLength ?? DEFAULT_BUDGET,
+    maxResponseLength: flags.maxResponseLength ?? config.maxResponseLength ?? DEFAULT_BUDGET,
+    budgetSource: promptFromFlag ? "flags" : promptFromConfig ? `from ${flags.config}` : "defaults",
+    ...(kwargs ? { templateKwargs: kwargs } : {}),
+    ...(flags.timeout !== undefined ? { requestTimeoutMs: flags.timeout * 1000 } : {}),
+  };
+}

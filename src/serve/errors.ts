@@ -1,0 +1,16 @@
+import { AgentrlError } from "../errors.js";
+
+/** An engine (or the router) that did not come up: carries its last log lines. Exit code 1. */
+export class EngineStartError extends AgentrlError {
+  /** True when agentrl itself stopped it (Ctrl-C during start-up), not a failure of the engine. */
+  readonly stoppedDuringStartup: boolean;
+
+  constructor(
+    message: string,
+    readonly logTail: string,
+    options: { hint?: string; cause?: unknown; stoppedDuringStartup?: boolean } = {},
+  ) {
+    super(message, options);
+    this.stoppedDuringStartup = options.stoppedDuringStartup ?? false;
+  }
+}
