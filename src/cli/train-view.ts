@@ -181,6 +181,9 @@ export async function runTrainCommand(flags: TrainFlags): Promise<void> {
   let worker: Awaited<ReturnType<typeof WorkerClient.start>> | undefined;
   let client: ReturnType<typeof makeClient> | undefined;
   const reporter = consoleReporter(totalSteps(config, trainPrompts.length), flags);
+  const tensorboard = config.trainer.logger.includes("tensorboard")
+    ? (await import("../train/tensorboard.js")).startTensorboard(path.join(runDir.root, "tensorboard"), (m) => reporter.note(m))
+    : undefined;
   try {
     let serverRollout = rollout;
     if (rollout.name === "embedded") {
@@ -235,7 +238,10 @@ export async function runTrainCommand(flags: TrainFlags): Promise<void> {
     });
     const engineDied = engine?.exited.then((exit) => exit);
     const result = await Promise.race([
-      trainLoop({ config, runDir, resumeState, client, parts, worker, trainPrompts, valPrompts, stop: stop.signal, reporter }),
+      trainLoop({
+        config, runDir, resumeState, client, parts, worker, trainPrompts, valPrompts, stop: stop.signal, reporter,
+        ...(tensorboard ? { onMetrics: (record: Record<string, unknown>) => tensorboard.log(record) } : {}),
+      }),
       ...(engineDied
         ? [
             engineDied.then((exit) => {
@@ -268,5 +274,6 @@ export async function runTrainCommand(flags: TrainFlags): Promise<void> {
     await client?.close().catch(() => undefined);
     await engine?.stop().catch(() => undefined);
     await parts.close();
+    await tensorboard?.close();
   }
 }

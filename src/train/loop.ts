@@ -41,6 +41,8 @@ export interface TrainLoopOptions {
   worker: WorkerClient;
   trainPrompts: Prompt[];
   valPrompts: Prompt[];
+  /** Also receives every metrics record written to metrics.jsonl (TensorBoard). */
+  onMetrics?: (record: Record<string, unknown>) => void;
   /** Set on Ctrl-C: the loop checkpoints at the next safe point and returns. */
   stop: AbortSignal;
   reporter: TrainReporter;
@@ -77,6 +79,11 @@ export async function trainLoop(options: TrainLoopOptions): Promise<TrainLoopRes
   const validationRollout = { ...rollout, temperature: rollout.val_kwargs.temperature, top_p: rollout.val_kwargs.top_p, top_k: rollout.val_kwargs.top_k };
   const rolloutContext = (forStep: number, validation: boolean) =>
     trajectoryContext(parts, client, validation ? validationRollout : rollout, lengths, forStep);
+
+  const record = (line: Record<string, unknown>): void => {
+    runDir.appendMetrics(line);
+    options.onMetrics?.(line);
+  };
 
   const pushWeights = async (forStep: number): Promise<void> => {
     reporter.phase(forStep, "sync");
@@ -137,7 +144,7 @@ export async function trainLoop(options: TrainLoopOptions): Promise<TrainLoopRes
     }
     if (step === 0 && config.trainer.val_before_train) {
       const metrics = await validate(0);
-      runDir.appendMetrics({ step: 0, time: Date.now() / 1000, ...metrics });
+      record({ step: 0, time: Date.now() / 1000, ...metrics });
     }
 
     while (step < total && !options.stop.aborted) {
@@ -259,7 +266,7 @@ export async function trainLoop(options: TrainLoopOptions): Promise<TrainLoopRes
       timing["timing_s/step"] = (performance.now() - started) / 1000;
       Object.assign(metrics, timing);
       if (weightVersion !== null && Number.isFinite(Number(weightVersion))) metrics.weight_version = Number(weightVersion);
-      runDir.appendMetrics({ step, time: Date.now() / 1000, ...metrics });
+      record({ step, time: Date.now() / 1000, ...metrics });
       reporter.stepDone(step, metrics);
       const saveFreq = config.trainer.save_freq;
       if ((saveFreq > 0 && step % saveFreq === 0) || last || options.stop.aborted) await checkpoint(step);

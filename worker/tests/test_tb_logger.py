@@ -1,0 +1,32 @@
+"""agentrl_worker.tb_logger turns metrics JSON lines into TensorBoard scalars at their step."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+WORKER_DIR = Path(__file__).resolve().parents[1]
+
+
+def test_writes_numeric_metrics_at_their_step(tmp_path):
+    lines = [
+        {"step": 1, "time": 1.5, "critic/rewards/mean": 0.25, "actor/pg_loss": -0.1, "note": "text is skipped"},
+        {"step": 2, "time": 2.5, "critic/rewards/mean": 0.75},
+    ]
+    result = subprocess.run(
+        [sys.executable, "-m", "agentrl_worker.tb_logger", str(tmp_path)],
+        input="".join(json.dumps(line) + "\n" for line in lines),
+        text=True,
+        capture_output=True,
+        cwd=WORKER_DIR,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(tmp_path))
+    events.Reload()
+    rewards = [(e.step, round(e.value, 6)) for e in events.Scalars("critic/rewards/mean")]
+    assert rewards == [(1, 0.25), (2, 0.75)]
+    assert [e.step for e in events.Scalars("actor/pg_loss")] == [1]
+    assert "time" not in events.Tags()["scalars"] and "note" not in events.Tags()["scalars"]
