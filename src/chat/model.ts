@@ -24,6 +24,9 @@ export interface DecodeOptions {
   skipSpecialTokens?: boolean;
 }
 
+const ENCODE_CACHE_ENTRIES = 2048;
+const ENCODE_CACHE_MIN_CHARS = 256;
+
 /** A content no real conversation contains, used to find where a rendered assistant message ends. */
 export const ASSISTANT_MARKER = "agentrl-assistant-marker-7f3a";
 
@@ -44,6 +47,8 @@ export class ChatModel {
   readonly chatTemplate: string;
 
   private readonly tokenizer: Tokenizer;
+  /** Least-recently-used encodings of long texts (prompts), oldest first. */
+  private readonly encodeCache = new Map<string, number[]>();
   private readonly template: Template;
   private readonly addedIds: ReadonlySet<number>;
   private readonly controlIds: ReadonlySet<number>;
@@ -110,7 +115,20 @@ export class ChatModel {
 
   /** Token ids of `text`, with no BOS/EOS or other special tokens added. */
   encode(text: string): number[] {
-    return this.tokenizer.encode(text, { add_special_tokens: false }).ids;
+    // The n samples of a prompt render the same prompt text; encoding it once saves most of the client's CPU per
+    // trajectory start (the tokenizer is the largest CPU cost of a rollout, bench/rollout-overhead.mjs).
+    const cached = this.encodeCache.get(text);
+    if (cached) {
+      this.encodeCache.delete(text);
+      this.encodeCache.set(text, cached);
+      return cached.slice();
+    }
+    const ids = this.tokenizer.encode(text, { add_special_tokens: false }).ids;
+    if (text.length >= ENCODE_CACHE_MIN_CHARS) {
+      this.encodeCache.set(text, ids.slice());
+      if (this.encodeCache.size > ENCODE_CACHE_ENTRIES) this.encodeCache.delete(this.encodeCache.keys().next().value!);
+    }
+    return ids;
   }
 
   decode(ids: readonly number[], options: DecodeOptions = {}): string {
