@@ -28,6 +28,12 @@ export interface RolloutSummary {
   responseTokens: { mean: number; max: number };
 }
 
+/** The fields the statistics read: a whole Trajectory, or inspect's column-projected record with typed-array tokens. */
+export type RolloutStatsInput = Pick<
+  Trajectory,
+  "status" | "finish_reason" | "assistant_turns" | "reward" | "score" | "tool_calls" | "tool_errors" | "parse_errors" | "drift" | "retries"
+> & { response_mask: ArrayLike<number>; response_ids: ArrayLike<number> };
+
 export class RolloutStats {
   private count = 0;
   private readonly byStatus: Record<string, number> = {};
@@ -49,7 +55,7 @@ export class RolloutStats {
   private responseTokens = 0;
   private responseMax = 0;
 
-  add(t: Trajectory): void {
+  add(t: RolloutStatsInput): void {
     this.count += 1;
     bump(this.byStatus, t.status);
     bump(this.finishReasons, t.finish_reason);
@@ -64,7 +70,8 @@ export class RolloutStats {
     this.parseErrors += t.parse_errors;
     if (t.tool_calls > 0) this.withCalls += 1;
     if (t.drift === "drift") this.drift += 1;
-    const sampled = t.response_mask.reduce((a, b) => a + b, 0);
+    let sampled = 0;
+    for (let i = 0; i < t.response_mask.length; i++) sampled += t.response_mask[i]!;
     if (sampled === 0) this.emptyMask += 1;
     this.sampledTokens += sampled;
     this.responseTokens += t.response_ids.length;

@@ -1,0 +1,108 @@
+/** The summary as text: the tables of issue 8 (per data source, finish reasons, turns, tools, lengths, drift, masks). */
+import type { InspectSummary } from "./summary.js";
+import { fitTable, fmt, painter, pct, wrapText, type Look } from "./output.js";
+
+const byCount = (counts: Record<string, number>) => Object.entries(counts).sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
+const byNumericKey = (counts: Record<string, number>) => Object.entries(counts).sort((a, b) => Number(a[0]) - Number(b[0]));
+
+/** A bar of `count/total` in at most `width` cells. */
+export function bar(count: number, total: number, width: number): string {
+  if (total <= 0 || width <= 0) return "";
+  const cells = Math.round((count / total) * width);
+  return "█".repeat(cells || (count > 0 ? 1 : 0));
+}
+
+export function renderSummary(s: InspectSummary, look: Look, title: string): string {
+  const p = painter(look);
+  const o = s.overall;
+  const out: string[] = [p.bold(title)];
+  // Tables are laid out to the width by fitTable; sentences wrap here.
+  const say = (line: string) => out.push(wrapText(line, look.width));
+  if (o.count === 0) {
+    out.push("no trajectories");
+    return out.join("\n");
+  }
+  const barWidth = Math.max(5, Math.min(30, look.width - 40));
+
+  out.push(
+    fitTable(
+      look,
+      ["data source", "trajectories", "reward mean", "std", "min", "max", "accuracy"],
+      [
+        ...s.byDataSource.map((d) => [d.dataSource, d.count, fmt(d.reward.mean), fmt(d.reward.std), fmt(d.reward.min), fmt(d.reward.max), pct(d.accuracy)]),
+        ...(s.byDataSource.length > 1
+          ? [["all", o.count, fmt(o.reward.mean), fmt(o.reward.std), fmt(o.reward.min), fmt(o.reward.max), pct(o.accuracy)]]
+          : []),
+      ],
+    ),
+  );
+
+  out.push(fitTable(look, ["status", "count"], byCount(o.byStatus)));
+  out.push(fitTable(look, ["finish reason", "count", "share"], byCount(o.finishReasons).map(([k, c]) => [k, c, pct(c / o.count)])));
+  out.push(
+    fitTable(look, ["assistant turns", "trajectories", ""], byNumericKey(o.turnsHistogram).map(([k, c]) => [k, c, bar(c, o.count, barWidth)])),
+  );
+  out.push(
+    fitTable(
+      look,
+      ["tool calls / traj", "trajectories", ""],
+      byNumericKey(s.toolCallsHistogram).map(([k, c]) => [k, c, bar(c, o.count, barWidth)]),
+    ),
+  );
+  say(
+    `tool calls per trajectory ${fmt(o.toolCallsPerTrajectory, 2)} · trajectories with a call ${pct(o.toolCallRate)} · ` +
+      `parse errors ${pct(o.parseErrorRate)} of attempted calls · tool errors ${pct(o.toolErrorRate)} of executed calls`,
+  );
+  if (s.tools.length) {
+    out.push(
+      fitTable(
+        look,
+        ["tool", "calls", "ran", "tool errors", "parse errors", "p50 ms", "p95 ms", "error kinds"],
+        s.tools.map((t) => [
+          t.name,
+          t.attempts,
+          t.executed,
+          `${t.errors} (${pct(t.errorRate)})`,
+          `${t.parseErrors} (${pct(t.parseErrorRate)})`,
+          fmt(t.latencyMs.p50, 1),
+          fmt(t.latencyMs.p95, 1),
+          Object.entries(t.errorKinds).map(([k, c]) => `${k}×${c}`).join("\n") || "–",
+        ]),
+      ),
+    );
+  }
+  const r = s.responseLength;
+  out.push(
+    fitTable(
+      look,
+      ["response tokens", "trajectories", ""],
+      r.histogram.map((b) => [`${b.from}–${b.to - 1}`, b.count, bar(b.count, o.count, barWidth)]),
+    ),
+  );
+  say(
+    `response tokens: mean ${fmt(r.mean, 1)} · min ${r.min} · p50 ${r.p50} · p95 ${r.p95} · max ${r.max} · ` +
+      `sampled (mask 1) ${o.sampledTokens}`,
+  );
+  const driftLine = `drift: ${s.drift.count} trajector${s.drift.count === 1 ? "y" : "ies"}` + idList(s.drift.ids, s.drift.count);
+  say(s.drift.count ? p.yellow(driftLine) : driftLine);
+  const emptyLine =
+    `mask covers no token: ${s.emptyMask.count} trajector${s.emptyMask.count === 1 ? "y" : "ies"}` + idList(s.emptyMask.ids, s.emptyMask.count);
+  say(s.emptyMask.count ? p.red(emptyLine) : emptyLine);
+  if (s.advantage) {
+    say(`advantage: mean ${fmt(s.advantage.mean)} · min ${fmt(s.advantage.min)} · max ${fmt(s.advantage.max)} (${s.advantage.count} trajectories)`);
+  }
+  if (s.logprobGap) {
+    say(
+      `trainer vs behaviour log-prob gap: mean |Δ| ${s.logprobGap.meanAbs.toExponential(2)} · max |Δ| ${fmt(s.logprobGap.maxAbs, 4)} ` +
+        `(in ${s.logprobGap.maxId}) over ${s.logprobGap.tokens} sampled tokens`,
+    );
+  }
+  if (o.retries) say(`request retries: ${o.retries}`);
+  // Tables are already laid out to the width; the sentences between them wrap here.
+  return out.join("\n");
+}
+
+function idList(ids: string[], count: number): string {
+  if (ids.length === 0) return "";
+  return `: ${ids.join(", ")}${count > ids.length ? `, ... (${count - ids.length} more; --where to list them)` : ""}`;
+}
