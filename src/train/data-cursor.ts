@@ -3,28 +3,18 @@
  * two integers, saved in every checkpoint, so a resumed run uses exactly the prompts an uninterrupted one would:
  * none skipped, none repeated.
  */
+import { seededRandom } from "../data/random.js";
+
 export interface CursorState {
   epoch: number;
   /** Prompts of the current epoch's permutation already handed out. */
   offset: number;
 }
 
-/** mulberry32: tiny, fast, and the same sequence on every platform for a given seed. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 export function epochOrder(size: number, seed: number, epoch: number, shuffle: boolean): number[] {
   const order = Array.from({ length: size }, (_, i) => i);
   if (!shuffle) return order;
-  const rand = random(seed * 1_000_003 + epoch);
+  const rand = seededRandom(seed * 1_000_003 + epoch);
   for (let i = size - 1; i > 0; i--) {
     const j = Math.floor(rand() * (i + 1));
     [order[i], order[j]] = [order[j]!, order[i]!];
