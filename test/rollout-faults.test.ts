@@ -119,3 +119,38 @@ describe("rollout killed with SIGKILL, then --resume", () => {
     expect(existsSync(partsDir)).toBe(false);
   });
 });
+
+describe("rollout interrupted with SIGINT, then --resume", () => {
+  let fake: FakeSglang;
+  afterAll(async () => fake?.close());
+
+  it("exits 130 with a finished, readable file, and --resume completes it without duplicates", async () => {
+    fake = await startFakeSglang({ respond: (ids) => respond(ids), latencyMs: 25 });
+    const out = path.join(tmp("sigint-out"), "t.jsonl");
+    const args = [
+      "rollout", "--data", path.join(data, "train.parquet"), "--model", QWEN3_DIR, "--server", fake.url, "--tools", TOOLS,
+      "--limit", "60", "--concurrency", "8", "--out", out,
+    ];
+    const child = spawn(process.execPath, [CLI, ...args], { stdio: ["ignore", "ignore", "pipe"] });
+    let stderr = "";
+    child.stderr.on("data", (chunk) => (stderr += chunk));
+    const deadline = Date.now() + 60_000;
+    while ((existsSync(out) ? readFileSync(out, "utf8").split("\n").length - 1 : 0) < 5 && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    child.kill("SIGINT");
+    const code = await new Promise((r) => child.on("close", r));
+    expect(code).toBe(130);
+    expect(stderr).toContain("--resume");
+    const before = await readAll(out);
+    expect(before.length).toBeGreaterThan(0);
+    expect(before.length).toBeLessThan(60);
+    // Cut-short trajectories are not recorded: nothing in the file was cancelled.
+    expect(before.every((t) => t.finish_reason !== "cancelled")).toBe(true);
+    const resumed = await runCli([...args, "--resume", "--json"], { timeoutMs: 120_000 });
+    expect(resumed.code, resumed.stderr).toBe(0);
+    const all = await readAll(out);
+    expect(all).toHaveLength(60);
+    expect(new Set(all.map((t) => t.id)).size).toBe(60);
+  });
+});
