@@ -24,7 +24,10 @@ for (const script of scripts) {
   process.stderr.write(`==> ${script}\n`);
   const cmd = script.endsWith(".py") ? path.join(root, ".venv/bin/python") : process.execPath;
   const result = spawnSync(cmd, [path.join(root, "bench", script)], { cwd: root, encoding: "utf8", stdio: ["ignore", "pipe", "inherit"], env: { ...process.env, PYTHONPATH: path.join(root, "worker") } });
-  sections.push(result.status === 0 ? result.stdout.trim() : `## ${script}\n\nfailed with exit code ${result.status}`);
+  const output = result.stdout.trim();
+  if (result.status !== 0) sections.push(`## ${script}\n\nfailed with exit code ${result.status}`);
+  // Scripts that print plain text get a heading and a code block, so the page stays readable.
+  else sections.push(output.startsWith("## ") ? output : `## ${script}\n\n\`\`\`\n${output}\n\`\`\``);
 }
 const header = `# Benchmarks
 

@@ -26,6 +26,8 @@ export interface DecodeOptions {
 
 const ENCODE_CACHE_ENTRIES = 2048;
 const ENCODE_CACHE_MIN_CHARS = 256;
+/** Prompts, not documents: bounds the cache at ENCODE_CACHE_ENTRIES × 64k characters. */
+const ENCODE_CACHE_MAX_CHARS = 65_536;
 
 /** A content no real conversation contains, used to find where a rendered assistant message ends. */
 export const ASSISTANT_MARKER = "agentrl-assistant-marker-7f3a";
@@ -124,7 +126,7 @@ export class ChatModel {
       return cached.slice();
     }
     const ids = this.tokenizer.encode(text, { add_special_tokens: false }).ids;
-    if (text.length >= ENCODE_CACHE_MIN_CHARS) {
+    if (text.length >= ENCODE_CACHE_MIN_CHARS && text.length <= ENCODE_CACHE_MAX_CHARS) {
       this.encodeCache.set(text, ids.slice());
       if (this.encodeCache.size > ENCODE_CACHE_ENTRIES) this.encodeCache.delete(this.encodeCache.keys().next().value!);
     }
