@@ -8,3 +8,4 @@ export {
   type RewardRecord,
   type RewardResultObject,
 } from "./reward.js";
+export { scoreVault, vaultAnswer, vaultFormatCredit, VAULT_CALL_CREDIT, VAULT_MESSY_CALL_CREDIT, VAULT_LENGTH_SCALE, VAULT_FORMAT_STEP_CREDIT, VAULT_ANSWER_CREDIT, type VaultScore } from "./vault.js";

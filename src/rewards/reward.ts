@@ -8,6 +8,7 @@ import { pathToFileURL } from "node:url";
 import { z } from "zod";
 import { InputError } from "../errors.js";
 import { computeScore } from "./gsm8k.js";
+import { scoreVault } from "./vault.js";
 
 /** What a reward function sees; the names follow verl's `compute_score(data_source, solution_str, ground_truth, extra_info)`. */
 export interface RewardInput {
@@ -40,9 +41,13 @@ export interface RewardRecord {
   extra: Record<string, unknown>;
 }
 
-/** data_source → built-in scorer; verl's `default_compute_score` scores openai/gsm8k with strict, 1.0/0.0. */
-const BUILTIN_SCORERS: Record<string, (responseText: string, groundTruth: string) => number> = {
+/**
+ * data_source → built-in scorer; verl's `default_compute_score` scores openai/gsm8k with strict, 1.0/0.0.
+ * agentrl/vault is the CPU demo's synthetic task (it also reads the tool step rewards).
+ */
+const BUILTIN_SCORERS: Record<string, (responseText: string, groundTruth: string, input: RewardInput) => number> = {
   "openai/gsm8k": (responseText, groundTruth) => computeScore(responseText, groundTruth, "strict", 0.0, 1.0),
+  "agentrl/vault": (responseText, groundTruth, input) => scoreVault(responseText, groundTruth, input.toolRewards).score,
 };
 
 export function hasBuiltinScorer(dataSource: string): boolean {
@@ -83,7 +88,7 @@ export async function computeReward(
       hint: `built-in: ${Object.keys(BUILTIN_SCORERS).join(", ")}; pass a reward module for other data sources`,
     });
   }
-  return { score: scorer(input.responseText, input.groundTruth), source: `builtin:${input.dataSource}`, ...base, extra: {} };
+  return { score: scorer(input.responseText, input.groundTruth, input), source: `builtin:${input.dataSource}`, ...base, extra: {} };
 }
 
 /**

@@ -19,6 +19,7 @@ export { ToolOutputError, type ToolErrorKind } from "./tool-errors.js";
 export { Gsm8kTool, GSM8K_NON_IMPROVED_PENALTY } from "./gsm8k-tool.js";
 export { CalculatorTool, evaluateExpression, formatCalcValue } from "./calculator.js";
 export { PythonCodeTool, runPythonCode, resolveInterpreter, pythonToolConfigSchema, type PythonToolConfig } from "./python-tool.js";
+export { VaultTool } from "./vault-tool.js";
 export { McpTool } from "./mcp.js";
 export { Semaphore } from "./semaphore.js";
 export { pyFloatRepr, pyStrRepr, pyStr, pyJsonDumps } from "./python-repr.js";

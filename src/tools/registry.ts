@@ -12,9 +12,10 @@ import { isModulePath, loadModuleExport } from "./module-loader.js";
 import { PythonCodeTool, pythonToolConfigSchema } from "./python-tool.js";
 import { schemaForTemplate, type OpenAIFunctionToolSchema } from "./schema.js";
 import { Semaphore } from "./semaphore.js";
+import { VaultTool } from "./vault-tool.js";
 import type { Tool, ToolClass } from "./types.js";
 
-type NativeBuiltin = "gsm8k" | "calculator" | "python";
+type NativeBuiltin = "gsm8k" | "calculator" | "python" | "vault";
 
 /** class_name → built-in. verl's own names map to the equivalent built-in so verl YAML works unchanged. */
 export const BUILTIN_TOOL_CLASSES: Record<string, NativeBuiltin | "mcp"> = {
@@ -22,6 +23,7 @@ export const BUILTIN_TOOL_CLASSES: Record<string, NativeBuiltin | "mcp"> = {
   "agentrl.tools.Gsm8kTool": "gsm8k",
   "agentrl.tools.CalculatorTool": "calculator",
   "agentrl.tools.PythonCodeTool": "python",
+  "agentrl.tools.VaultTool": "vault",
   "verl.tools.mcp_base_tool.MCPBaseTool": "mcp",
   // verl's search tool reformats search results; here it gets the generic MCP text (parts joined by spaces).
   "verl.tools.mcp_search_tool.MCPSearchTool": "mcp",
@@ -128,6 +130,7 @@ async function buildNative(entry: ToolEntry, where: string, yamlDir: string, opt
   const builtin = BUILTIN_TOOL_CLASSES[entry.class_name];
   if (builtin === "mcp") throw new InputError(`${where}.config.type: ${entry.class_name} is an MCP tool; set type: mcp`);
   if (builtin === "gsm8k") return { tool: new Gsm8kTool(config, schema), settings: callSettings(config, {}) };
+  if (builtin === "vault") return { tool: new VaultTool(config, schema), settings: callSettings(config, {}) };
   if (builtin === "calculator") return { tool: new CalculatorTool(config, schema), settings: callSettings(config, {}) };
   if (builtin === "python") {
     const parsed = pythonToolConfigSchema.safeParse(config);

@@ -12,6 +12,29 @@ interface Gsm8kFlags {
   json?: boolean;
 }
 
+interface VaultFlags {
+  out: string;
+  trainRows: number;
+  testRows: number;
+  seed: number;
+  force?: boolean;
+  json?: boolean;
+}
+
+function parseCount(flag: string) {
+  return (value: string): number => {
+    const n = Number(value);
+    if (!Number.isInteger(n) || n <= 0) throw new UsageError(`${flag} must be a positive integer, got '${value}'`);
+    return n;
+  };
+}
+
+function parseSeed(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n)) throw new UsageError(`--seed must be an integer, got '${value}'`);
+  return n;
+}
+
 function parseLimit(value: string): number {
   const n = Number(value);
   if (!Number.isInteger(n) || n <= 0) throw new UsageError(`--limit must be a positive integer, got '${value}'`);
@@ -52,5 +75,43 @@ Writes are atomic: a crash never leaves a half-written parquet file.`,
     .action(async (flags: Gsm8kFlags) => {
       const { runPreprocessGsm8k } = await import("../preprocess-gsm8k-view.js");
       await runPreprocessGsm8k(flags);
+    });
+  preprocess
+    .command("vault")
+    .description("The CPU demo's synthetic task: vaults with a hidden one-digit code that only the open_vault tool reveals")
+    .option("-o, --out <dir>", "output folder for train.parquet and test.parquet", "data/vault")
+    .option("--train-rows <n>", "rows of train.parquet", parseCount("--train-rows"), 2000)
+    .option("--test-rows <n>", "rows of test.parquet", parseCount("--test-rows"), 100)
+    .option("--seed <n>", "seed of the vault names and codes (same seed, same files)", parseSeed, 0)
+    .option("--force", "overwrite existing output files")
+    .option("--json", "print the result as JSON instead of a table")
+    .addHelpText(
+      "after",
+      `
+Examples:
+  $ agentrl preprocess vault --out data/vault
+  $ agentrl preprocess vault --train-rows 500 --seed 3 --out /tmp/vault
+
+Each row: a user prompt "what is the code of vault <name>?", reward_model.ground_truth = the code, and
+extra_info.tools_kwargs.open_vault.create_kwargs.code = the code (tool-configs/vault_tool_config.yaml's tool reads it).
+The built-in reward for data_source agentrl/vault is described in docs/cpu-demo.md.`,
+    )
+    .action(async (flags: VaultFlags) => {
+      const { preprocessVault } = await import("../../data/vault.js");
+      const { formatBytes, makeTable } = await import("../term.js");
+      const results = await preprocessVault({
+        out: flags.out,
+        trainRows: flags.trainRows,
+        testRows: flags.testRows,
+        seed: flags.seed,
+        force: flags.force ?? false,
+      });
+      if (flags.json) {
+        process.stdout.write(`${JSON.stringify({ task: "vault", seed: flags.seed, splits: results }, null, 2)}\n`);
+        return;
+      }
+      const table = makeTable(["split", "rows", "output", "size"]);
+      for (const r of results) table.push([r.split, r.rows, r.output, formatBytes(r.bytes)]);
+      process.stdout.write(`${table.toString()}\n`);
     });
 }

@@ -1,0 +1,285 @@
+/**
+ * The CPU demo end to end (issue 7; docs/cpu-demo.md), shortened: the built CLI runs `agentrl train` on
+ * examples/cpu-demo.yaml (embedded engine, training worker, the vault task) with a fixed seed, then again killed with
+ * SIGKILL between steps and resumed with --resume. It checks what a user of the loop relies on:
+ * - trajectories hold executed tool calls (parsed from the template's own qwen25 format, run, response appended or
+ *   the budget exhaustion recorded);
+ * - the weight version advances every step;
+ * - at step 1 the importance ratio is exactly 1 and the KL to the reference is 0;
+ * - metrics.jsonl has one complete line per step;
+ * - the killed and resumed run uses the same prompts, step by step, as the uninterrupted one.
+ * Also: the demo's tokenizer loads in the chat layer (end-of-turn token, bridge), a clean call conversation passes the
+ * drift check, and the committed tokenizer is what agentrl_worker.synthetic_tokenizer writes.
+ * Not asserted: a reward rise. In 16 steps it is not reliable (one run: mean of the first 4 steps 0.062, of the last 4
+ * 0.041); docs/cpu-demo.md reports the full-length curves.
+ */
+import { spawn } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { CLI, REPO_ROOT, runCli } from "./helpers/cli.js";
+import { runPython } from "./helpers/python.js";
+import { Conversation, loadChatModel } from "../src/chat/index.js";
+import { getParser } from "../src/parsers/index.js";
+import { readPrompts, sampleOf } from "../src/rollout/sample.js";
+import { scoreVault } from "../src/rewards/index.js";
+import { loadToolRegistry, runToolCall } from "../src/tools/index.js";
+import { readTrajectories } from "../src/data/trajectory-store.js";
+import type { Trajectory } from "../src/data/trajectory.js";
+
+const CONFIG = path.join(REPO_ROOT, "examples", "cpu-demo.yaml");
+const MODEL = path.join(REPO_ROOT, "examples", "cpu-demo", "model");
+/** Enough steps, at the short version's higher learning rate, for the policy to find the tool (about step 10). */
+const STEPS = 16;
+/** The resume check runs this many steps: killed after KILL_AFTER_STEP, then resumed to the end. */
+const RESUME_STEPS = 5;
+const KILL_AFTER_STEP = 3;
+const RUN_TIMEOUT_MS = 420_000;
+const scratch = mkdtempSync(path.join(os.tmpdir(), "agentrl-train-demo-"));
+
+/** The demo config, shortened: fewer steps at a higher learning rate, a checkpoint every step, no validation. */
+function trainArgs(runDir: string, steps = STEPS): string[] {
+  return [
+    "train", "--config", CONFIG, "--json",
+    "--set", `trainer.default_local_dir=${runDir}`,
+    "--set", `trainer.total_training_steps=${steps}`,
+    "--set", "trainer.save_freq=1",
+    "--set", "trainer.test_freq=-1",
+    "--set", "actor_rollout_ref.actor.optim.lr=1.0e-2",
+  ];
+}
+
+type Metrics = Record<string, number>;
+
+function readMetrics(runDir: string): Metrics[] {
+  return readFileSync(path.join(runDir, "metrics.jsonl"), "utf8")
+    .split("\n")
+    .filter((line) => line.trim() !== "")
+    .map((line) => JSON.parse(line) as Metrics);
+}
+
+async function readStep(runDir: string, step: number): Promise<Trajectory[]> {
+  const out: Trajectory[] = [];
+  for await (const t of readTrajectories(path.join(runDir, "rollouts", `step-${String(step).padStart(6, "0")}.parquet`))) out.push(t);
+  return out;
+}
+
+/** The prompts a step used, as the sorted multiset of data_index (the order of finishing is not part of it). */
+async function dataOrder(runDir: string, steps: number): Promise<number[][]> {
+  const order: number[][] = [];
+  for (let step = 1; step <= steps; step++) order.push((await readStep(runDir, step)).map((t) => t.data_index).sort((a, b) => a - b));
+  return order;
+}
+
+function stateStep(runDir: string): number {
+  try {
+    return (JSON.parse(readFileSync(path.join(runDir, "state.json"), "utf8")) as { step: number }).step;
+  } catch {
+    return 0; // not written yet, or being replaced
+  }
+}
+
+/** Starts `agentrl train` and SIGKILLs it once the checkpoint of `step` is recorded, i.e. between two steps. */
+function trainKilledAfter(runDir: string, step: number): Promise<{ killed: boolean; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [CLI, ...trainArgs(runDir, RESUME_STEPS)], {
+      cwd: REPO_ROOT,
+      env: { ...process.env, NO_COLOR: "1" },
+      stdio: ["ignore", "ignore", "pipe"],
+    });
+    let stderr = "";
+    let killed = false;
+    child.stderr.on("data", (chunk) => (stderr += chunk));
+    const poll = setInterval(() => {
+      if (stateStep(runDir) >= step && !killed) {
+        killed = true;
+        child.kill("SIGKILL");
+      }
+    }, 50);
+    const timer = setTimeout(() => child.kill("SIGKILL"), RUN_TIMEOUT_MS);
+    child.on("error", reject);
+    child.on("close", () => {
+      clearInterval(poll);
+      clearTimeout(timer);
+      resolve({ killed, stderr });
+    });
+  });
+}
+
+const CALL_BODY = '\n{"name": "open_vault", "arguments": {}}\n';
+const CALL = `<tool_call>${CALL_BODY}</tool_call>`;
+
+describe("the vault task", () => {
+  it("preprocess vault writes verl rows whose code is only in the ground truth and the tool's kwargs", async () => {
+    const out = path.join(scratch, "vault");
+    const made = await runCli(["preprocess", "vault", "--out", out, "--train-rows", "50", "--test-rows", "5", "--seed", "7", "--json"]);
+    expect(made.code, made.stderr).toBe(0);
+    expect(JSON.parse(made.stdout).splits.map((s: { rows: number }) => s.rows)).toEqual([50, 5]);
+    const codes = new Set<string>();
+    for await (const prompt of readPrompts(path.join(out, "train.parquet"))) {
+      const sample = sampleOf(prompt, 0);
+      expect(sample.dataSource).toBe("agentrl/vault");
+      expect(sample.groundTruth).toMatch(/^[0-9]$/);
+      expect(sample.toolsKwargs).toEqual({ open_vault: { create_kwargs: { code: sample.groundTruth } } });
+      expect(JSON.stringify(sample.messages)).not.toMatch(/[0-9]/);
+      codes.add(sample.groundTruth);
+    }
+    expect(codes.size).toBeGreaterThan(5);
+    const again = await runCli(["preprocess", "vault", "--out", out, "--train-rows", "50", "--test-rows", "5", "--seed", "7"]);
+    expect(again.code).not.toBe(0); // refuses to overwrite without --force
+    const copy = path.join(scratch, "vault-copy");
+    expect((await runCli(["preprocess", "vault", "--out", copy, "--train-rows", "50", "--test-rows", "5", "--seed", "7"])).code).toBe(0);
+    expect(readFileSync(path.join(copy, "train.parquet")).equals(readFileSync(path.join(out, "train.parquet")))).toBe(true);
+  });
+
+  it("open_vault answers the row's code with step reward 1", async () => {
+    const tools = await loadToolRegistry(path.join(REPO_ROOT, "examples", "cpu-demo", "vault_tool_config.yaml"));
+    const outcome = await runToolCall(tools, { name: "open_vault", arguments: {} }, { open_vault: { create_kwargs: { code: "4" } } });
+    expect(outcome).toMatchObject({ text: "4", reward: 1 });
+    await tools.close();
+  });
+
+  it("scores a run call and the right answer, with format credit only while no call ran", () => {
+    const answered = (call: string, code: string) => `${call}\nuser\n<tool_response>\n4\n</tool_response>\nassistant\n${code}`;
+    expect(scoreVault(answered(CALL, "4"), "4", [1]).score).toBe(1);
+    expect(scoreVault(answered(CALL, "5"), "4", [1]).score).toBe(0.5);
+    // The parser accepts `<tool_call>` body `<tool_call>`; the call ran, but amid junk it pays 0.2 + format credit.
+    expect(scoreVault(answered(`<tool_call>${CALL_BODY}<tool_call>`, "4"), "4", [1]).score).toBeCloseTo(0.2 + 0.16 * (1 - 3 / 32) + 0.5);
+    // Format credit: 0.04 per piece present + 0.04 per token of the ordered run, times (1 - tokens / 32).
+    expect(scoreVault(CALL, "4", []).score).toBeCloseTo(0.24 * (1 - 3 / 32)); // well-formed but never run (cut turn)
+    expect(scoreVault(`x<tool_call>${CALL_BODY}y`, "4", []).score).toBeCloseTo(0.16 * (1 - 4 / 32));
+    expect(scoreVault("</tool_call>a<tool_call>", "4", []).score).toBeCloseTo(0.12 * (1 - 3 / 32));
+    expect(scoreVault(`${CALL}${"x".repeat(40)}`, "4", []).score).toBe(0); // a turn that never ends earns nothing
+    expect(scoreVault("hello", "4", []).score).toBe(0);
+    expect(scoreVault("4", "4", []).score).toBe(0.5); // a lucky guess without the tool
+    // A faked tool response earns nothing for the call: only the tool's step reward proves a call ran.
+    expect(scoreVault("<tool_response>\n4\n</tool_response>\nassistant\n3", "4", []).score).toBe(0);
+  });
+});
+
+describe("the CPU demo's tokenizer and template", () => {
+  it("is what synthetic_tokenizer writes, byte for byte", () => {
+    const out = path.join(scratch, "tokenizer");
+    const made = runPython(["-m", "agentrl_worker.synthetic_tokenizer", "--out", out], { cwd: path.join(REPO_ROOT, "worker") });
+    expect(made.code, made.stderr).toBe(0);
+    for (const file of ["tokenizer.json", "tokenizer_config.json"]) {
+      expect(readFileSync(path.join(out, file), "utf8"), file).toBe(readFileSync(path.join(MODEL, file), "utf8"));
+    }
+  });
+
+  it("loads in the chat layer: 64 tokens, <|im_end|> ends a turn, a newline bridges to the next", async () => {
+    const model = await loadChatModel(MODEL);
+    expect(model.vocabSize).toBe(64);
+    expect(model.endOfTurnToken).toBe("<|im_end|>");
+    expect(model.bridgeText).toBe("\n");
+    for (const token of ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<|im_start|>", "<|im_end|>"]) {
+      const id = model.tokenToId(token);
+      expect(id, token).toBeDefined();
+      expect(model.isSpecialId(id!), token).toBe(true);
+    }
+    // The whole no-argument call body is one token, so a random policy can hit a call.
+    expect(model.encode('<tool_call>\n{"name": "open_vault", "arguments": {}}\n</tool_call>')).toHaveLength(3);
+  });
+
+  it("passes the drift check on a clean call, its tool response and the answer", async () => {
+    const model = await loadChatModel(MODEL);
+    const tools = await loadToolRegistry(path.join(REPO_ROOT, "examples", "cpu-demo", "vault_tool_config.yaml"));
+    const conversation = Conversation.start(model, [{ role: "user", content: "what is the code of vault ym?" }], { tools: tools.schemas() });
+    conversation.appendSampled([...model.encode(CALL), model.endOfTurnTokenId]);
+    const parsed = getParser("qwen25").parseTokens(conversation.lastAssistantIds(), model, { tools: ["open_vault"] });
+    expect(parsed.errors).toEqual([]);
+    expect(parsed.calls.map((c) => [c.name, c.arguments])).toEqual([["open_vault", {}]]);
+    conversation.recordToolCalls(parsed.calls.map((c) => ({ type: "function", function: { name: c.name, arguments: c.arguments } })), parsed.normalText);
+    conversation.appendEnvironment([{ role: "tool", content: "7" }]);
+    conversation.appendSampled([...model.encode("7"), model.endOfTurnTokenId]);
+    expect(conversation.driftCheck("strict").status).toBe("match");
+    expect(conversation.responseLength).toBe(4 + 14 + 2); // call, tool turn (bridge + user turn + generation prompt), answer
+    await tools.close();
+  });
+});
+
+describe("agentrl train on the CPU demo", () => {
+  const straight = path.join(scratch, "straight");
+  const resumed = path.join(scratch, "resumed");
+  let straightRun: Awaited<ReturnType<typeof runCli>>;
+  let metrics: Metrics[];
+  let trajectories: Trajectory[] = [];
+
+  beforeAll(async () => {
+    straightRun = await runCli(trainArgs(straight), { timeoutMs: RUN_TIMEOUT_MS });
+    if (straightRun.code === 0) {
+      metrics = readMetrics(straight);
+      for (let step = 1; step <= STEPS; step++) trajectories.push(...(await readStep(straight, step)));
+    }
+  }, RUN_TIMEOUT_MS + 10_000);
+  afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+  it("finishes every step", () => {
+    expect(straightRun.code, straightRun.stderr).toBe(0);
+    const steps = straightRun.stdout.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l)).filter((e) => e.event === "step");
+    expect(steps.map((e) => e.step)).toEqual(Array.from({ length: STEPS }, (_, i) => i + 1));
+  });
+
+  it("writes one complete metrics line per step", () => {
+    expect(metrics.map((m) => m.step)).toEqual(Array.from({ length: STEPS }, (_, i) => i + 1));
+    for (const m of metrics) {
+      for (const key of [
+        "critic/rewards/mean", "actor/pg_loss", "actor/kl_loss", "actor/grad_norm", "actor/ratio_max", "actor/ratio_min",
+        "tool/calls_per_traj", "drift/count", "weight_version", "timing_s/gen", "timing_s/update_actor", "timing_s/step",
+      ]) {
+        expect(Number.isFinite(m[key]), `step ${m.step}: ${key}`).toBe(true);
+      }
+    }
+  });
+
+  it("advances the weight version every step, and samples each step from the previous step's weights", () => {
+    expect(metrics.map((m) => m.weight_version)).toEqual(Array.from({ length: STEPS }, (_, i) => i + 1));
+    for (const t of trajectories.filter((t) => t.step! > 1)) expect(t.weight_version).toBe(String(t.step! - 1));
+  });
+
+  it("has importance ratio 1 and KL 0 at step 1 (the policy is still the reference and the sampler)", () => {
+    const first = metrics[0]!;
+    expect(Math.abs(first["actor/ratio_max"]! - 1)).toBeLessThan(1e-6);
+    expect(Math.abs(first["actor/ratio_min"]! - 1)).toBeLessThan(1e-6);
+    expect(Math.abs(first["actor/kl_loss"]!)).toBeLessThan(1e-6);
+    expect(metrics.at(-1)!["actor/kl_loss"]).toBeGreaterThan(0); // and it does move away afterwards
+  });
+
+  it("executes tool calls: parsed, run, and their response appended to the conversation", () => {
+    const called = trajectories.filter((t) => t.calls.some((c) => c.error_kind === null));
+    expect(called.length).toBeGreaterThan(0);
+    for (const t of called) {
+      const call = t.calls.find((c) => c.error_kind === null)!;
+      expect(call.name).toBe("open_vault");
+      expect(call.response).toBe(t.ground_truth); // the vault's code, read from the row's tools_kwargs
+      expect(t.tool_rewards).toEqual([1]);
+      expect(t.reward).toBeGreaterThanOrEqual(0.2);
+    }
+    // Each response is appended (mask 0, then the model answers), unless the turn's observations, parse errors of
+    // the junk around the call included, did not fit in the response budget: then the trajectory says so.
+    for (const t of called) {
+      const tool = t.segments.findIndex((s) => s.kind === "tool");
+      if (tool < 0) {
+        expect(t.finish_reason).toBe("response_budget");
+        continue;
+      }
+      expect(t.segments[tool]!.text).toContain(`<tool_response>\n${t.ground_truth}\n</tool_response>`);
+      expect(t.response_mask.slice(t.segments[tool]!.start, t.segments[tool]!.end).every((m) => m === 0)).toBe(true);
+      expect(t.segments[tool + 1]?.kind).toBe("assistant");
+    }
+  });
+
+  it("after SIGKILL between steps, --resume uses the same prompts step by step as the uninterrupted run", async () => {
+    const killed = await trainKilledAfter(resumed, KILL_AFTER_STEP);
+    expect(killed.killed, killed.stderr).toBe(true);
+    expect(stateStep(resumed)).toBe(KILL_AFTER_STEP);
+    const again = await runCli([...trainArgs(resumed, RESUME_STEPS), "--resume"], { timeoutMs: RUN_TIMEOUT_MS });
+    expect(again.code, again.stderr).toBe(0);
+    expect(readMetrics(resumed).map((m) => m.step)).toEqual(Array.from({ length: RESUME_STEPS }, (_, i) => i + 1));
+    expect(existsSync(path.join(resumed, "rollouts", `step-${String(RESUME_STEPS).padStart(6, "0")}.parquet`))).toBe(true);
+    const order = await dataOrder(resumed, RESUME_STEPS);
+    expect(order.every((step) => step.length === 4 * 8)).toBe(true);
+    expect(order).toEqual(await dataOrder(straight, RESUME_STEPS));
+  }, 2 * RUN_TIMEOUT_MS);
+});
