@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { promises as fs } from "node:fs";
 import path from "node:path";
+import { RefusedError } from "../errors.js";
 
 /**
  * Writes a file so that readers see either the old content or the whole new content, never a half-written file:
@@ -36,5 +37,16 @@ export async function pathExists(p: string): Promise<boolean> {
     return true;
   } catch {
     return false;
+  }
+}
+
+/** Refuses to overwrite outputs that exist (the caller skips this with --force): user data is never replaced silently. */
+export async function refuseExisting(outputs: readonly string[]): Promise<void> {
+  const existing: string[] = [];
+  for (const output of outputs) if (await pathExists(output)) existing.push(output);
+  if (existing.length) {
+    throw new RefusedError(`output already exists: ${existing.join(", ")}`, {
+      hint: "pass --force to overwrite it, or choose another --out folder",
+    });
   }
 }

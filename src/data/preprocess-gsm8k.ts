@@ -4,8 +4,7 @@
  */
 import { promises as fs } from "node:fs";
 import path from "node:path";
-import { RefusedError } from "../errors.js";
-import { pathExists } from "./atomic.js";
+import { refuseExisting } from "./atomic.js";
 import { gsm8kArrowSchema, makeGsm8kRow, type Gsm8kVariant, type Split } from "./gsm8k.js";
 import { locateSplits, readGsm8kFile, type InvalidRecord } from "./gsm8k-source.js";
 import { huggingfaceMetadata } from "./hf-features.js";
@@ -38,15 +37,7 @@ export interface SplitResult {
 
 export async function preprocessGsm8k(options: PreprocessGsm8kOptions): Promise<SplitResult[]> {
   const outputs = options.splits.map((split) => path.join(options.out, `${split}.parquet`));
-  if (!options.force) {
-    const existing = [];
-    for (const output of outputs) if (await pathExists(output)) existing.push(output);
-    if (existing.length) {
-      throw new RefusedError(`output already exists: ${existing.join(", ")}`, {
-        hint: "pass --force to overwrite it, or choose another --out folder",
-      });
-    }
-  }
+  if (!options.force) await refuseExisting(outputs);
   let input = options.input;
   if (input === undefined) {
     if (!options.download) throw new Error("preprocessGsm8k: neither input nor download given");

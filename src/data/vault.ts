@@ -9,8 +9,8 @@
 import { mkdir } from "node:fs/promises";
 import path from "node:path";
 import { Bool, Field, Int64, List, Schema, Struct, Utf8 } from "apache-arrow";
-import { RefusedError } from "../errors.js";
-import { pathExists } from "./atomic.js";
+import { refuseExisting } from "./atomic.js";
+import { seededRandom } from "./random.js";
 import { huggingfaceMetadata } from "./hf-features.js";
 import { writeParquetRows } from "./parquet.js";
 
@@ -23,14 +23,7 @@ export type VaultSplit = "train" | "test";
 
 /** mulberry32 over a seed mixed from (seed, split, index): each row is independent of how many rows are written. */
 function rowRandom(seed: number, split: VaultSplit, index: number): () => number {
-  let a = (Math.imul(seed ^ 0x5bd1e995, 0x9e3779b1) ^ Math.imul(index + 1, 0x85ebca6b) ^ (split === "train" ? 0 : 0x27d4eb2f)) >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  return seededRandom(Math.imul(seed ^ 0x5bd1e995, 0x9e3779b1) ^ Math.imul(index + 1, 0x85ebca6b) ^ (split === "train" ? 0 : 0x27d4eb2f));
 }
 
 export interface VaultRow {
@@ -108,15 +101,7 @@ export async function preprocessVault(options: PreprocessVaultOptions): Promise<
     ["test", options.testRows],
   ];
   const outputs = plan.map(([split]) => path.join(options.out, `${split}.parquet`));
-  if (!options.force) {
-    const existing = [];
-    for (const output of outputs) if (await pathExists(output)) existing.push(output);
-    if (existing.length) {
-      throw new RefusedError(`output already exists: ${existing.join(", ")}`, {
-        hint: "pass --force to overwrite it, or choose another --out folder",
-      });
-    }
-  }
+  if (!options.force) await refuseExisting(outputs);
   await mkdir(options.out, { recursive: true });
   const schema = vaultArrowSchema();
   const metadata = { huggingface: huggingfaceMetadata(schema) };
