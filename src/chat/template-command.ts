@@ -73,7 +73,7 @@ export async function runTemplate(flags: TemplateCommandFlags): Promise<void> {
     tools = (Array.isArray(toolsFile) ? toolsFile : toolsFile.tools) as ToolSchema[];
   }
 
-  const templateKwargs = parseKwargs(flags.kwargs);
+  const templateKwargs = parseTemplateKwargs(flags.kwargs) ?? {};
 
   const model = await loadChatModel(flags.model);
   const conversation = replayConversation(
@@ -90,8 +90,9 @@ export async function runTemplate(flags: TemplateCommandFlags): Promise<void> {
   process.stdout.write(formatTemplate(model, conversation, drift, colorEnabled()));
 }
 
-function parseKwargs(text: string | undefined): Record<string, unknown> {
-  if (text === undefined) return {};
+/** `--kwargs '{"enable_thinking": false}'`: extra chat-template variables, as a JSON object. */
+export function parseTemplateKwargs(text: string | undefined): Record<string, unknown> | undefined {
+  if (text === undefined) return undefined;
   let value: unknown;
   try {
     value = JSON.parse(text);

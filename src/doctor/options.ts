@@ -3,6 +3,7 @@
  * the config, the config over the defaults of src/rollout/config.ts. Only the keys the doctor reads are validated,
  * so the same file works for `agentrl rollout` and `agentrl train`.
  */
+import { parseTemplateKwargs } from "../chat/template-command.js";
 import { z } from "zod";
 import { InputError, UsageError } from "../errors.js";
 import { getPath, readYamlConfig } from "../cli/config.js";
@@ -50,20 +51,6 @@ async function readConfigValues(file: string): Promise<ConfigValues> {
   return values as ConfigValues;
 }
 
-function parseKwargs(text: string | undefined): Record<string, unknown> | undefined {
-  if (text === undefined) return undefined;
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (err) {
-    throw new UsageError(`--kwargs must be a JSON object: ${(err as Error).message}`);
-  }
-  if (value === null || typeof value !== "object" || Array.isArray(value)) {
-    throw new UsageError("--kwargs must be a JSON object, e.g. '{\"enable_thinking\": false}'");
-  }
-  return value as Record<string, unknown>;
-}
-
 export async function resolveDoctorOptions(flags: DoctorFlags, env: NodeJS.ProcessEnv = process.env): Promise<DoctorOptions> {
   const config = flags.config ? await readConfigValues(flags.config) : {};
   const model = flags.model ?? config.model;
@@ -76,7 +63,7 @@ export async function resolveDoctorOptions(flags: DoctorFlags, env: NodeJS.Proce
   const apiKey = flags.apiKey ?? env[config.apiKeyEnv ?? "SGLANG_API_KEY"] ?? undefined;
   const promptFromFlag = flags.maxPromptLength !== undefined || flags.maxResponseLength !== undefined;
   const promptFromConfig = config.maxPromptLength !== undefined || config.maxResponseLength !== undefined;
-  const kwargs = parseKwargs(flags.kwargs);
+  const kwargs = parseTemplateKwargs(flags.kwargs);
   const tools = flags.tools ?? config.tools;
   return {
     model,
