@@ -29,7 +29,18 @@ import {
 } from "./protocol.js";
 
 const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
-const LOG_LINES_KEPT = 60;
+const LOG_LINES_KEPT = 80;
+
+/**
+ * Keeps the last LOG_LINES_KEPT meaningful lines. Python 3.11 tracebacks mark columns with lines of `^` and `~`, and
+ * torchrun prints its own long traceback after a rank fails: without this filter they push the rank's actual error
+ * out of the tail a user sees.
+ */
+function keepLogLine(tail: string[], line: string): void {
+  if (/^[\s^~]*$/.test(line)) return;
+  tail.push(line);
+  if (tail.length > LOG_LINES_KEPT) tail.shift();
+}
 
 /** Worker process groups still alive; killed when this process exits, however it exits, so no rank is orphaned. */
 const liveGroups = new Set<ChildProcess>();
@@ -118,8 +129,7 @@ export class WorkerClient {
     const collect = (chunk: Buffer) => {
       for (const line of chunk.toString("utf8").split(/\r?\n/)) {
         if (!line) continue;
-        tail.push(line);
-        if (tail.length > LOG_LINES_KEPT) tail.shift();
+        keepLogLine(tail, line);
         options.onLog?.(line);
       }
     };
@@ -297,8 +307,7 @@ export class WorkerClient {
   private onLog(chunk: Buffer, sink?: (line: string) => void): void {
     for (const line of chunk.toString("utf8").split(/\r?\n/)) {
       if (!line) continue;
-      this.logTail.push(line);
-      if (this.logTail.length > LOG_LINES_KEPT) this.logTail.shift();
+      keepLogLine(this.logTail, line);
       sink?.(line);
     }
   }
