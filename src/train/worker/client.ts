@@ -6,6 +6,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import net from "node:net";
+import { StringDecoder } from "node:string_decoder";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -37,9 +38,21 @@ const LOG_LINES_KEPT = 80;
  * out of the tail a user sees.
  */
 function keepLogLine(tail: string[], line: string): void {
-  if (/^[\s^~]*$/.test(line)) return;
-  tail.push(line);
+  const plain = line.replace(/\u001b\[[0-9;]*m/g, ""); // colour codes (FORCE_COLOR) would hide a marker-only line
+  if (/^[\s^~]*$/.test(plain)) return;
+  tail.push(plain);
   if (tail.length > LOG_LINES_KEPT) tail.shift();
+}
+
+/** Splits a stream's chunks into whole lines: a line (or a UTF-8 character) cut between two chunks stays whole. */
+class LineBuffer {
+  private readonly decoder = new StringDecoder("utf8");
+  private rest = "";
+  push(chunk: Buffer): string[] {
+    const lines = (this.rest + this.decoder.write(chunk)).split(/\r?\n/);
+    this.rest = lines.pop() ?? "";
+    return lines.filter((line) => line !== "");
+  }
 }
 
 /** Worker process groups still alive; killed when this process exits, however it exits, so no rank is orphaned. */
@@ -126,15 +139,18 @@ export class WorkerClient {
     const child = spawn(python, args, { env, stdio: ["ignore", "pipe", "pipe"], detached: true });
     track(child);
     const tail: string[] = [];
-    const collect = (chunk: Buffer) => {
-      for (const line of chunk.toString("utf8").split(/\r?\n/)) {
-        if (!line) continue;
+    const stdoutLines = new LineBuffer();
+    const stderrLines = new LineBuffer();
+    const collect = (lines: string[]) => {
+      for (const line of lines) {
         keepLogLine(tail, line);
         options.onLog?.(line);
       }
     };
-    child.stdout!.on("data", collect);
-    child.stderr!.on("data", collect);
+    const collectStdout = (c: Buffer) => collect(stdoutLines.push(c));
+    const collectStderr = (c: Buffer) => collect(stderrLines.push(c));
+    child.stdout!.on("data", collectStdout);
+    child.stderr!.on("data", collectStderr);
 
     const cleanup = () => {
       killGroup(child);
@@ -190,10 +206,10 @@ export class WorkerClient {
     child.off("error", onEarlyError);
     const client = new WorkerClient(child, server, socketDir, socket, ready.data.world_size, ready.data.pid);
     client.logTail.push(...tail);
-    child.stdout!.off("data", collect);
-    child.stderr!.off("data", collect);
-    child.stdout!.on("data", (c: Buffer) => client.onLog(c, options.onLog));
-    child.stderr!.on("data", (c: Buffer) => client.onLog(c, options.onLog));
+    child.stdout!.off("data", collectStdout);
+    child.stderr!.off("data", collectStderr);
+    child.stdout!.on("data", (c: Buffer) => client.onLog(stdoutLines.push(c), options.onLog));
+    child.stderr!.on("data", (c: Buffer) => client.onLog(stderrLines.push(c), options.onLog));
     child.on("exit", (code, signal) => client.onExit(code, signal));
     socket.on("data", (c: Buffer) => client.onData(c));
     socket.on("close", () => client.onSocketClosed());
@@ -304,9 +320,8 @@ export class WorkerClient {
     }
   }
 
-  private onLog(chunk: Buffer, sink?: (line: string) => void): void {
-    for (const line of chunk.toString("utf8").split(/\r?\n/)) {
-      if (!line) continue;
+  private onLog(lines: string[], sink?: (line: string) => void): void {
+    for (const line of lines) {
       keepLogLine(this.logTail, line);
       sink?.(line);
     }
