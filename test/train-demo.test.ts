@@ -292,4 +292,30 @@ describe("agentrl train on the CPU demo", () => {
     expect(order.every((step) => step.length === 4 * 8)).toBe(true);
     expect(order).toEqual(await dataOrder(straight, RESUME_STEPS));
   }, 2 * RUN_TIMEOUT_MS);
+
+  it("Ctrl-C (SIGINT) checkpoints the last finished step and exits 130; --resume finishes the run with each step once", async () => {
+    const interrupted = path.join(scratch, "interrupted");
+    // No periodic checkpoints: the one on disk after SIGINT is the one the interrupt wrote.
+    const args = [...trainArgs(interrupted, RESUME_STEPS), "--set", "trainer.save_freq=-1"];
+    const child = spawn(process.execPath, [CLI, ...args], { cwd: REPO_ROOT, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (chunk) => (stdout += chunk));
+    child.stderr.on("data", (chunk) => (stderr += chunk));
+    const deadline = Date.now() + RUN_TIMEOUT_MS;
+    while (!stdout.includes('"event":"step","step":2') && Date.now() < deadline && child.exitCode === null) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    child.kill("SIGINT");
+    const code = await new Promise((resolve) => child.on("close", resolve));
+    expect(code, stderr).toBe(130);
+    expect(stderr).toContain("--resume");
+    const stopped = stateStep(interrupted);
+    expect(stopped).toBeGreaterThanOrEqual(2);
+    expect(stopped).toBeLessThan(RESUME_STEPS);
+    const again = await runCli([...args, "--resume"], { timeoutMs: RUN_TIMEOUT_MS });
+    expect(again.code, again.stderr).toBe(0);
+    expect(readMetrics(interrupted).map((m) => m.step)).toEqual(Array.from({ length: RESUME_STEPS }, (_, i) => i + 1));
+    expect(await dataOrder(interrupted, RESUME_STEPS)).toEqual(await dataOrder(straight, RESUME_STEPS));
+  }, 2 * RUN_TIMEOUT_MS);
 });
