@@ -186,7 +186,9 @@ export class ChatModel {
     try {
       return this.template.render(context);
     } catch (err) {
-      throw new AgentrlError(`${this.chatTemplateFile}: the chat template failed to render: ${(err as Error).message}`, {
+      // The template (or the messages given to it) is input the user must fix: exit 2, naming the file.
+      throw new InputError(`${this.chatTemplateFile}: the chat template failed to render: ${(err as Error).message}`, {
+        hint: "check the template with: agentrl template --model DIR --messages FILE",
         cause: err,
       });
     }
