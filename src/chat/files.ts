@@ -6,6 +6,7 @@
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { z } from "zod";
+import { readJsonFile } from "../data/json-file.js";
 import { InputError } from "../errors.js";
 
 /** A special token as tokenizer_config.json spells it: a plain string, or an AddedToken dict with `content`. */
@@ -65,22 +66,10 @@ function describeIssues(error: z.ZodError): string {
     .join("; ");
 }
 
-async function readJson(file: string, required: boolean): Promise<unknown> {
-  let text: string;
-  try {
-    text = await readFile(file, "utf8");
-  } catch (err) {
-    if (!required && (err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-    throw new InputError(`cannot read ${file}: ${(err as Error).message}`, {
-      hint: "--model must be a Hugging Face model folder holding tokenizer.json and tokenizer_config.json",
-      cause: err,
-    });
-  }
-  try {
-    return JSON.parse(text) as unknown;
-  } catch (err) {
-    throw new InputError(`${file}: not valid JSON (${(err as Error).message})`, { cause: err });
-  }
+const MODEL_FOLDER_HINT = "--model must be a Hugging Face model folder holding tokenizer.json and tokenizer_config.json";
+
+function readJson(file: string, required: boolean): Promise<unknown> {
+  return readJsonFile(file, { optional: !required, hint: MODEL_FOLDER_HINT });
 }
 
 function validate<T>(schema: z.ZodType<T>, value: unknown, file: string): T {

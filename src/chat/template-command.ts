@@ -2,8 +2,8 @@
  * `agentrl template`: loads a model folder and a message file, replays the conversation through a Conversation and
  * prints the rendered text, every token with its id, and the loss mask agentrl would train on.
  */
-import { readFile } from "node:fs/promises";
 import { z } from "zod";
+import { readJsonFile } from "../data/json-file.js";
 import { InputError, UsageError } from "../errors.js";
 import { colorEnabled, style } from "../cli/term.js";
 import { DRIFT_MODES, type DriftMode, type DriftReport } from "./drift.js";
@@ -26,20 +26,6 @@ const messagesFileSchema = z.union([
   z.looseObject({ messages: chatMessagesSchema, tools: toolSchemasSchema.optional() }),
 ]);
 const toolsFileSchema = z.union([toolSchemasSchema, z.looseObject({ tools: toolSchemasSchema })]);
-
-async function readJsonFile(file: string): Promise<unknown> {
-  let text: string;
-  try {
-    text = await readFile(file, "utf8");
-  } catch (err) {
-    throw new InputError(`cannot read ${file}: ${(err as Error).message}`, { cause: err });
-  }
-  try {
-    return JSON.parse(text) as unknown;
-  } catch (err) {
-    throw new InputError(`${file}: not valid JSON (${(err as Error).message})`, { cause: err });
-  }
-}
 
 function validate<T>(schema: z.ZodType<T>, value: unknown, file: string): T {
   const parsed = schema.safeParse(value);
