@@ -156,3 +156,13 @@ describe.each(SPELLINGS)("$format parser", (spelling) => {
     }
   });
 });
+
+describe("pythonic: an argument named __proto__", () => {
+  it("is kept as an argument, not taken as the object's prototype (found by fast-check)", async () => {
+    const { getParser } = await import("../src/parsers/index.js");
+    const result = getParser("pythonic").parse('[a(__proto__="")]');
+    expect(result.errors).toEqual([]);
+    expect(Object.keys(result.calls[0]!.arguments)).toEqual(["__proto__"]);
+    expect(Object.getOwnPropertyDescriptor(result.calls[0]!.arguments, "__proto__")?.value).toBe("");
+  });
+});

@@ -165,7 +165,7 @@ class Reader {
         throw new SyntaxProblem("dict keys must be strings or numbers");
       }
       this.expect(":");
-      out[String(key)] = this.value();
+      setOwn(out, String(key), this.value());
       this.skipSpace();
       if (this.peek() === ",") this.pos++;
       else if (this.peek() !== "}") throw new SyntaxProblem(`expected ',' or '}' at offset ${this.pos}`);
@@ -192,7 +192,7 @@ class Reader {
         throw new SyntaxProblem("positional arguments are not supported; use keyword arguments", "invalid_arguments");
       }
       this.pos++;
-      args[key] = this.value();
+      setOwn(args, key, this.value());
       this.skipSpace();
       if (this.peek() === ",") this.pos++;
       else if (this.peek() !== ")") throw new SyntaxProblem(`expected ',' or ')' at offset ${this.pos}`);
@@ -270,4 +270,12 @@ export function readPythonCallList(
       return { outcomes, end: limit };
     }
   }
+}
+
+/**
+ * Sets an own, enumerable property even for the name `__proto__`, which plain assignment would take as the object's
+ * prototype (losing the argument). JSON.parse already behaves this way; the Python-literal parser must too.
+ */
+function setOwn(target: Record<string, unknown>, key: string, value: unknown): void {
+  Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true });
 }
