@@ -1,13 +1,5 @@
 import type { Command } from "commander";
-
-interface TemplateFlags {
-  model: string;
-  messages: string;
-  tools?: string;
-  json?: boolean;
-  drift: string;
-  kwargs?: string;
-}
+import type { TemplateCommandFlags as TemplateFlags } from "../../chat/template-command.js";
 
 export function registerTemplate(program: Command): void {
   program
