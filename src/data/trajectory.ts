@@ -63,7 +63,7 @@ export const trajectorySchema = z.object({
   data_source: z.string(),
   ground_truth: z.string().nullish(),
   status: z.enum(TRAJECTORY_STATUSES),
-  /** Why it ended: stop, length, abort, max_assistant_turns, max_user_turns, response_budget, interaction_done, deadline, error. */
+  /** Why it ended: stop, length, abort, max_assistant_turns, max_user_turns, response_budget, interaction_done, deadline, over_sample, error. */
   finish_reason: z.string(),
   error: z.string().nullish(),
 

@@ -59,6 +59,12 @@ export const rolloutSchema = z
       .number().int().positive().default(256)
       .describe("trajectories in flight at once across all servers (each has at most one request in flight)"),
     trajectory_timeout: seconds("wall-clock deadline of one whole trajectory; then it is aborted and recorded as such", 1800),
+    over_sample_rate: z
+      .number().min(0).lt(1).default(0)
+      .describe(
+        "abort a batch's running trajectories once (1 - rate) of them have finished; they are recorded as aborted " +
+          "(finish_reason over_sample) and not trained on. 0 = off (verl's over_sample_rate; docs/scheduling.md)",
+      ),
     seed: z.number().int().nullable().default(null).describe("per-request sampling seeds derive from it when set"),
     multi_turn: multiTurnSchema.prefault({}),
     server: serverSchema.prefault({}),

@@ -10,6 +10,7 @@ import type { TrajectoryWriter } from "../data/trajectory-store.js";
 import { PromptTooLongError, runTrajectory, type TrajectoryContext } from "./run-trajectory.js";
 import { sampleOf, type Prompt, type Sample } from "./sample.js";
 import { RolloutStats } from "./stats.js";
+import { OVER_SAMPLE_FINISH_REASON, OverSampleAbort, overSampleTarget } from "./over-sample.js";
 
 export interface RolloutRun {
   prompts: AsyncIterable<Prompt> | Iterable<Prompt>;
@@ -24,6 +25,11 @@ export interface RolloutRun {
   skipIds?: ReadonlySet<string>;
   /** Skip prompts longer than max_prompt_length instead of failing (verl's filter_overlong_prompts). */
   filterOverlongPrompts?: boolean;
+  /**
+   * verl's over_sample_rate: once ⌈(1 − rate)·total⌉ trajectories have finished, the running ones are aborted (and
+   * recorded as `over_sample`) and no new sample starts. `total` is the number of samples this run would start.
+   */
+  overSample?: { rate: number; total: number };
   onTrajectory?: (trajectory: Trajectory, stats: RolloutStats) => void;
   onStart?: (sample: Sample) => void;
 }
@@ -38,6 +44,9 @@ export interface RolloutResult {
   cancelled: boolean;
   /** Trajectories in flight when the run was cancelled; not written, so a resumed run redoes them. */
   cancelledInFlight: number;
+  /** Over-sampling: trajectories aborted once enough had finished, and samples never started because of it. */
+  overSampleAborted: number;
+  overSampleNotStarted: number;
 }
 
 async function* samplesOf(run: RolloutRun, counters: { resumedSkipped: number }): AsyncGenerator<Sample> {
@@ -69,6 +78,11 @@ export async function runRollout(run: RolloutRun): Promise<RolloutResult> {
   const source = samplesOf(run, counters);
   let failure: unknown;
   let cancelledInFlight = 0;
+  let overSampleAborted = 0;
+  const target = run.overSample ? overSampleTarget(run.overSample.total, run.overSample.rate) : Infinity;
+  const overSampling = target < (run.overSample?.total ?? Infinity);
+  let finished = 0;
+  let overlongSamples = 0;
 
   // The sample source is shared by all workers; pulls are serialised so each sample is taken exactly once.
   let pulling: Promise<unknown> = Promise.resolve();
@@ -83,7 +97,10 @@ export async function runRollout(run: RolloutRun): Promise<RolloutResult> {
       const next = await nextSample();
       if (next.done) return;
       const sample = next.value;
-      if (skippedPromptIndexes.has(sample.dataIndex)) continue;
+      if (skippedPromptIndexes.has(sample.dataIndex)) {
+        overlongSamples += 1;
+        continue;
+      }
       run.onStart?.(sample);
       let trajectory: Trajectory;
       try {
@@ -91,6 +108,7 @@ export async function runRollout(run: RolloutRun): Promise<RolloutResult> {
       } catch (err) {
         if (err instanceof PromptTooLongError && run.filterOverlongPrompts) {
           skippedPromptIndexes.add(sample.dataIndex);
+          overlongSamples += 1;
           continue;
         }
         if (err instanceof PromptTooLongError) {
@@ -102,6 +120,11 @@ export async function runRollout(run: RolloutRun): Promise<RolloutResult> {
       if (trajectory.finish_reason === "cancelled") {
         cancelledInFlight += 1;
         continue;
+      }
+      if (trajectory.finish_reason === OVER_SAMPLE_FINISH_REASON) overSampleAborted += 1;
+      else finished += 1;
+      if (overSampling && finished >= target && !controller.signal.aborted) {
+        controller.abort(new OverSampleAbort(finished, run.overSample!.total));
       }
       stats.add(trajectory);
       if (run.writer) await run.writer.write(trajectory);
@@ -126,5 +149,9 @@ export async function runRollout(run: RolloutRun): Promise<RolloutResult> {
     resumedSkipped: counters.resumedSkipped,
     cancelled: run.signal?.aborted ?? false,
     cancelledInFlight,
+    overSampleAborted,
+    overSampleNotStarted: overSampling && controller.signal.reason instanceof OverSampleAbort
+      ? Math.max(0, run.overSample!.total - finished - overSampleAborted - cancelledInFlight - overlongSamples)
+      : 0,
   };
 }

