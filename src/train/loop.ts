@@ -20,6 +20,7 @@ import type { TrainConfig } from "./config.js";
 import { DataCursor } from "./data-cursor.js";
 import type { RunDir, RunState } from "./run-dir.js";
 import { trajectoryMetrics, validationMetrics } from "./step-metrics.js";
+import { selectGroups } from "./select-groups.js";
 
 export type Phase = "rollout" | "log_prob" | "update" | "sync" | "checkpoint" | "validate";
 
@@ -185,25 +186,15 @@ export async function trainLoop(options: TrainLoopOptions): Promise<TrainLoopRes
         overSampleAborted += result.overSampleAborted + result.overSampleNotStarted;
         const trajectories = result.trajectories ?? [];
         all.push(...trajectories);
-        const groups = new Map<string, Trajectory[]>();
-        for (const t of trajectories) groups.set(t.group_id, [...(groups.get(t.group_id) ?? []), t]);
-        for (const group of groups.values()) {
-          const trainable = group.filter((t) => t.status !== "failed" && t.status !== "aborted");
-          if (trainable.length === 0) continue;
-          // Aborted and failed members leave a group; with one member left GRPO has no baseline to compare it to.
-          if (rollout.n > 1 && trainable.length < 2) {
-            loneGroups += 1;
-            continue;
-          }
-          const equal = trainable.every((t) => t.reward === trainable[0]!.reward);
-          if (filter.enable && equal) {
-            droppedGroups += 1;
-            continue;
-          }
-          if (keptGroups >= wantedGroups) continue;
-          kept.push(...trainable);
-          keptGroups += 1;
-        }
+        const selection = selectGroups(trajectories, {
+          n: rollout.n,
+          dropEqualRewards: filter.enable,
+          maxGroups: wantedGroups - keptGroups,
+        });
+        kept.push(...selection.kept);
+        keptGroups += selection.keptGroups;
+        droppedGroups += selection.equalRewardGroups;
+        loneGroups += selection.loneGroups;
       }
       timing["timing_s/gen"] = (performance.now() - genStarted) / 1000;
       if (options.stop.aborted) {
