@@ -10,6 +10,8 @@ import { Tokenizer } from "@huggingface/tokenizers";
 import { Template } from "@huggingface/jinja";
 import { AgentrlError, InputError } from "../errors.js";
 import { readModelFiles, tokenText, type ModelFiles } from "./files.js";
+import { LruMap } from "./lru-map.js";
+import { addedTokenSplitter, encodeSegmented } from "./segmented-encode.js";
 import { normalizeForTemplate, type ChatMessage, type ToolSchema } from "./messages.js";
 
 export interface RenderOptions {
@@ -24,10 +26,10 @@ export interface DecodeOptions {
   skipSpecialTokens?: boolean;
 }
 
-const ENCODE_CACHE_ENTRIES = 2048;
-const ENCODE_CACHE_MIN_CHARS = 256;
-/** Prompts, not documents: bounds the cache at ENCODE_CACHE_ENTRIES × 64k characters. */
-const ENCODE_CACHE_MAX_CHARS = 65_536;
+const ENCODE_CACHE_ENTRIES = 4096;
+const RENDER_CACHE_ENTRIES = 1024;
+/** Conversations, not documents: longer renders are not kept. */
+const RENDER_CACHE_MAX_CHARS = 65_536;
 
 /** A content no real conversation contains, used to find where a rendered assistant message ends. */
 export const ASSISTANT_MARKER = "agentrl-assistant-marker-7f3a";
@@ -49,8 +51,13 @@ export class ChatModel {
   readonly chatTemplate: string;
 
   private readonly tokenizer: Tokenizer;
-  /** Least-recently-used encodings of long texts (prompts), oldest first. */
-  private readonly encodeCache = new Map<string, number[]>();
+  /** Encodings of the text between added tokens, least recently used first out. */
+  private readonly pieceCache = new LruMap<string, number[]>(ENCODE_CACHE_ENTRIES);
+  /** Rendered texts by (tools, messages, options); LRU. */
+  private readonly renderCache = new LruMap<string, string>(RENDER_CACHE_ENTRIES);
+  private readonly toolsKeys = new WeakMap<readonly ToolSchema[], string>();
+  /** Finds added tokens in text, when splitting there is exact for this tokenizer (segmented-encode.ts). */
+  private readonly addedTokenSplitter: RegExp | undefined;
   private readonly template: Template;
   private readonly addedIds: ReadonlySet<number>;
   private readonly controlIds: ReadonlySet<number>;
@@ -83,6 +90,7 @@ export class ChatModel {
       added.set(Number(id), entry.special ?? added.get(Number(id)) ?? false);
     }
     this.addedIds = new Set(added.keys());
+    this.addedTokenSplitter = addedTokenSplitter(files.tokenizerJson);
     this.controlIds = new Set([...added].filter(([, special]) => special).map(([id]) => id));
 
     let maxId = -1;
@@ -117,20 +125,15 @@ export class ChatModel {
 
   /** Token ids of `text`, with no BOS/EOS or other special tokens added. */
   encode(text: string): number[] {
-    // The n samples of a prompt render the same prompt text; encoding it once saves most of the client's CPU per
-    // trajectory start (the tokenizer is the largest CPU cost of a rollout, bench/rollout-overhead.mjs).
-    const cached = this.encodeCache.get(text);
-    if (cached) {
-      this.encodeCache.delete(text);
-      this.encodeCache.set(text, cached);
-      return cached.slice();
-    }
-    const ids = this.tokenizer.encode(text, { add_special_tokens: false }).ids;
-    if (text.length >= ENCODE_CACHE_MIN_CHARS && text.length <= ENCODE_CACHE_MAX_CHARS) {
-      this.encodeCache.set(text, ids.slice());
-      if (this.encodeCache.size > ENCODE_CACHE_ENTRIES) this.encodeCache.delete(this.encodeCache.keys().next().value!);
-    }
-    return ids;
+    // A rollout encodes the same pieces over and over (system prompt with tools, the question, the generation
+    // prompt); the tokenizer is the client's largest CPU cost (bench/rollout-overhead.mjs), so pieces are cached.
+    return encodeSegmented(
+      text,
+      this.addedTokenSplitter,
+      (content) => this.tokenizer.token_to_id(content)!,
+      (piece) => this.tokenizer.encode(piece, { add_special_tokens: false }).ids,
+      this.pieceCache,
+    );
   }
 
   decode(ids: readonly number[], options: DecodeOptions = {}): string {
@@ -176,6 +179,28 @@ export class ChatModel {
 
   /** Renders messages exactly as the model's template does. Template errors are runtime failures of this input. */
   render(messages: readonly ChatMessage[], options: RenderOptions = {}): string {
+    // Rollouts render the same conversations again and again (a prompt for each of its n samples, the same tool
+    // result's delta, the drift check); the template engine is the client's largest CPU cost after the tokenizer.
+    const key = `${this.toolsKey(options.tools)}\u0000${JSON.stringify([messages, options.addGenerationPrompt ?? false, options.templateKwargs ?? null])}`;
+    const cached = this.renderCache.get(key);
+    if (cached !== undefined) return cached;
+    const text = this.renderUncached(messages, options);
+    if (text.length <= RENDER_CACHE_MAX_CHARS) this.renderCache.set(key, text);
+    return text;
+  }
+
+  /** Tool lists are long and, within a run, the same array every time: their JSON is computed once per array. */
+  private toolsKey(tools: readonly ToolSchema[] | undefined): string {
+    if (!tools || tools.length === 0) return "";
+    let key = this.toolsKeys.get(tools);
+    if (key === undefined) {
+      key = JSON.stringify(tools);
+      this.toolsKeys.set(tools, key);
+    }
+    return key;
+  }
+
+  private renderUncached(messages: readonly ChatMessage[], options: RenderOptions): string {
     const context: Record<string, unknown> = {
       ...this.specialTokenVars,
       ...options.templateKwargs,
