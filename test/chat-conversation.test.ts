@@ -12,6 +12,7 @@ import { Conversation, loadChatModel, type ChatMessage, type ChatModel } from ".
 import { getParser } from "../src/parsers/index.js";
 import type { TokenVocab } from "../src/parsers/types.js";
 import { FIXTURES_DIR, QWEN3_DIR, materializeFixtureModel } from "./fixtures/templates/materialize.js";
+import { compareTokens } from "../src/chat/drift.js";
 
 const spec = JSON.parse(readFileSync(path.join(FIXTURES_DIR, "conversations.json"), "utf8")) as {
   tools: Record<string, unknown>[];
@@ -142,13 +143,14 @@ describe("Qwen3 with <think>: the template drops past reasoning", () => {
     ]);
     expect(model.decode([...conversation.tokenIds])).toContain("Six sevens are 42.");
 
+    // The re-render drops turn 1's reasoning: a difference, reported as reasoning_only rather than drift.
     const report = conversation.driftCheck();
-    expect(report.status).toBe("drift");
+    expect(report.status).toBe("reasoning_only");
     expect(report.firstDifference).toBe(prompt.length); // the first sampled token: "<think>" of turn 1
     expect(report.accumulatedExcerpt).toContain("<think>");
     expect(report.renderedExcerpt).not.toContain("Six sevens");
-    expect(conversation.driftMetrics).toEqual({ checks: 2, mismatches: 1 });
-    expect(warnings).toHaveLength(1);
+    expect(conversation.driftMetrics).toEqual({ checks: 2, mismatches: 0 });
+    expect(warnings).toHaveLength(0);
     // The check never rewrites the record.
     expect([...conversation.tokenIds]).toEqual([...prompt, ...turn1, ...delta, ...turn2]);
   });
@@ -400,3 +402,19 @@ describe("property: a model that samples what its template renders leaves no dri
   });
 });
 
+
+describe("compareTokens classification", () => {
+  it("calls a difference made only of reasoning blocks reasoning_only, and anything more drift", () => {
+    const model = models.qwen3!;
+    const withThink = model.encode("<|im_start|>assistant\n<think>\nadd them\n</think>\n\n42 apples<|im_end|>");
+    const without = model.encode("<|im_start|>assistant\n42 apples<|im_end|>");
+    const wrong = model.encode("<|im_start|>assistant\n43 apples<|im_end|>");
+    const spaced = model.encode("<|im_start|>assistant\n42  apples <|im_end|>");
+    expect(compareTokens(model, withThink, without, "strict").status).toBe("reasoning_only");
+    expect(compareTokens(model, withThink, wrong, "strict").status).toBe("drift");
+    expect(compareTokens(model, without, spaced, "strict").status).toBe("drift");
+    expect(compareTokens(model, without, spaced, "ignore_strippable").status).toBe("whitespace_only");
+    expect(compareTokens(model, withThink, spaced, "ignore_strippable").status).toBe("reasoning_only");
+    expect(compareTokens(model, withThink, withThink, "strict").status).toBe("match");
+  });
+});

@@ -6,13 +6,20 @@
  * - `strict`: any difference in token ids is drift;
  * - `ignore_strippable`: differences made only of whitespace are tolerated (reported as `whitespace_only`);
  * - `off`: no check.
+ *
+ * In every mode, a difference made only of reasoning blocks (`<think>…</think>`) is reported as `reasoning_only`,
+ * not as drift: templates such as Qwen3's drop the reasoning of earlier turns on re-render, while the engine saw it.
+ * The record is still what the engine saw; calling it drift would bury real drift under every multi-turn trajectory.
  */
 import type { ChatModel } from "./model.js";
 
 export type DriftMode = "strict" | "ignore_strippable" | "off";
 export const DRIFT_MODES: readonly DriftMode[] = ["strict", "ignore_strippable", "off"];
 
-export type DriftStatus = "match" | "drift" | "whitespace_only" | "skipped";
+export type DriftStatus = "match" | "drift" | "whitespace_only" | "reasoning_only" | "skipped";
+
+/** A reasoning block and the whitespace the template writes after it. */
+const REASONING_BLOCK = /<think>[\s\S]*?<\/think>\s*/gu;
 
 export interface DriftReport {
   status: DriftStatus;
@@ -53,10 +60,18 @@ export function compareTokens(
     accumulatedExcerpt: excerpt(accumulated),
     renderedExcerpt: excerpt(rendered),
   };
-  // Removing every whitespace character equates two texts exactly when all their differing pieces are whitespace.
-  const squeeze = (ids: readonly number[]) => model.decode(ids).replace(/\s+/gu, "");
-  const whitespaceOnly = mode === "ignore_strippable" && squeeze(accumulated) === squeeze(rendered);
-  return { ...report, status: whitespaceOnly ? "whitespace_only" : "drift" };
+  // Removing every whitespace character equates two texts exactly when all their differing pieces are whitespace;
+  // removing every reasoning block, when all of them are reasoning blocks.
+  const accumulatedText = model.decode(accumulated);
+  const renderedText = model.decode(rendered);
+  const squeeze = (text: string) => text.replace(/\s+/gu, "");
+  const tolerated = (text: string) => (mode === "ignore_strippable" ? squeeze(text) : text);
+  const withoutReasoning = (text: string) => tolerated(text.replace(REASONING_BLOCK, ""));
+  if (mode === "ignore_strippable" && squeeze(accumulatedText) === squeeze(renderedText)) {
+    return { ...report, status: "whitespace_only" };
+  }
+  if (withoutReasoning(accumulatedText) === withoutReasoning(renderedText)) return { ...report, status: "reasoning_only" };
+  return { ...report, status: "drift" };
 }
 
 function firstDifference(a: readonly number[], b: readonly number[]): number {

@@ -155,6 +155,12 @@ function describeDrift(drift: DriftReport, color: boolean): string {
       return style.dim("drift check: off", color);
     case "whitespace_only":
       return style.yellow(`drift check: whitespace-only differences from token ${drift.firstDifference} (tolerated)`, color);
+    case "reasoning_only":
+      return style.yellow(
+        `drift check: only reasoning blocks differ from token ${drift.firstDifference}: the template drops or adds ` +
+          `<think>…</think> on re-render; the record keeps what the engine saw`,
+        color,
+      );
     case "drift":
       return style.yellow(
         `drift check: the token record differs from a full re-render at token ${drift.firstDifference}\n` +

@@ -95,7 +95,7 @@ export const trajectorySchema = z.object({
   tool_calls: z.number().int(),
   tool_errors: z.number().int(),
   parse_errors: z.number().int(),
-  /** Drift check of the accumulated tokens against a full template render: match, drift, whitespace_only, skipped. */
+  /** Drift check of the accumulated tokens against a full template render: match, drift, whitespace_only, reasoning_only, skipped. */
   drift: z.string(),
   drift_detail: z.string().nullish(),
 

@@ -123,9 +123,21 @@ export function checkTemplateAndFormat(
       detail: `the rendered prompt does not mention the tool${missing.length > 1 ? "s" : ""} ${missing.join(", ")}: the template ignores 'tools'`,
       hint: "use the model's tool-calling chat template (tokenizer_config.json chat_template or chat_template.jinja)",
     };
+  } else if (drift.status === "reasoning_only") {
+    // Qwen3 drops an earlier turn's (empty) <think> block once it is not the last message. The record keeps what
+    // the engine saw, so training is unaffected; rollouts count it apart from drift.
+    template = {
+      id: "template",
+      title: templateTitle,
+      status: "warn",
+      detail:
+        `the template drops or adds reasoning blocks when it re-renders an earlier assistant turn (token ` +
+        `${drift.firstDifference}: sampled ${JSON.stringify(drift.accumulatedExcerpt)} vs re-rendered ` +
+        `${JSON.stringify(drift.renderedExcerpt)}); the tool result and next prompt match`,
+      hint: "harmless to training (the record keeps what the engine saw); trajectories show drift: reasoning_only (docs/conversation.md)",
+    };
   } else if (drift.status === "drift" && driftInSampledTurn(conversation.segments, drift.firstDifference)) {
-    // The template rewrites an earlier assistant turn (Qwen3 drops its empty <think> block once it is not the last
-    // message). The record keeps what the engine saw, so training is unaffected; rollouts will report the drift.
+    // Another rewrite of an earlier assistant turn: the record keeps what the engine saw; rollouts report drift.
     template = {
       id: "template",
       title: templateTitle,
