@@ -66,6 +66,18 @@ describe("overSampleTarget", () => {
 });
 
 describe("agentrl rollout --over-sample-rate", () => {
+  it("--dry-run says how many must finish before the rest are aborted", async () => {
+    const result = await runCli(["rollout", "--data", path.join(data, "train.parquet"), "--n", "2", "--over-sample-rate", "0.25", "--dry-run"]);
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stdout).toContain("over-sampling: once 12 of the trajectories have finished");
+  });
+
+  it("refuses a rate outside [0, 1) naming the key", async () => {
+    const result = await runCli(["rollout", "--data", path.join(data, "train.parquet"), "--over-sample-rate", "1", "--dry-run"]);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain("over_sample_rate");
+  });
+
   it("aborts the stragglers once (1 - rate) have finished and records them as over_sample", async () => {
     const server = await serverWithStragglers(12);
     const out = path.join(tmp("oversample-out"), "t.jsonl");

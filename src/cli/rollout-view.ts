@@ -9,6 +9,7 @@ import { readParquetInfo } from "../data/parquet.js";
 import { openTrajectoryWriter } from "../data/trajectory-store.js";
 import { rolloutConfigSchema, type RolloutConfig } from "../rollout/config.js";
 import { runRollout } from "../rollout/run-rollout.js";
+import { overSampleTarget } from "../rollout/over-sample.js";
 import { readPrompts } from "../rollout/sample.js";
 import { loadRolloutParts, makeClient, readApiKey, trajectoryContext } from "../rollout/setup.js";
 import type { RolloutSummary } from "../rollout/stats.js";
@@ -89,6 +90,9 @@ function printDryRun(config: RolloutConfig, implied: Implications, json: boolean
     `token budget per trajectory: ${config.data.max_prompt_length} prompt + ${config.data.max_response_length} response = ${implied.tokenBudgetPerTrajectory}; each turn may generate what is left of the response budget`,
     `turns: ${mt.max_assistant_turns ?? "unlimited"} assistant, ${mt.max_user_turns ?? "unlimited"} tool/user; ${mt.max_parallel_calls} tool call(s) executed per turn`,
     `deadlines: ${rollout.server.timeout}s per request, ${mt.tool_timeout}s per tool call, ${rollout.trajectory_timeout}s per trajectory; ${rollout.server.max_attempts} tries per request`,
+    rollout.over_sample_rate > 0
+      ? `over-sampling: once ${implied.trajectories === null ? `${((1 - rollout.over_sample_rate) * 100).toFixed(0)}%` : overSampleTarget(implied.trajectories, rollout.over_sample_rate)} of the trajectories have finished, the rest are aborted (finish_reason over_sample)`
+      : "over-sampling: off (every trajectory runs to its end)",
   ];
   process.stdout.write(`# what it implies\n${lines.map((l) => `- ${l}`).join("\n")}\n`);
 }

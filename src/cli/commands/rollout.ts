@@ -82,6 +82,7 @@ Examples:
       --server http://127.0.0.1:30000 --tools tool-configs/gsm8k_tool_config.yaml --n 4 --out out/rollout.parquet
   $ agentrl rollout --config rollout.yaml --set actor_rollout_ref.rollout.n=8 --dry-run
   $ agentrl rollout --config rollout.yaml --resume        # after a crash or Ctrl-C: no duplicates, nothing lost
+  $ agentrl rollout --config rollout.yaml --over-sample-rate 0.1   # stop waiting once 90% have finished
 
 Every trajectory ends completed, truncated (a length budget), aborted (deadline, over-sampling) or failed (with the
 reason). Exit code: 0 when none failed, 1 when some failed, 2 for bad flags or config, 130 on Ctrl-C.`,
