@@ -4,37 +4,27 @@
  * nothing may hang or be duplicated, and a resumed run must end with exactly one record per sample.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { spawn } from "node:child_process";
-import os from "node:os";
 import path from "node:path";
-import { CLI, REPO_ROOT, SHARED, runCli } from "./helpers/cli.js";
-import { IM_END, QWEN3_DIR } from "./helpers/qwen3.js";
-import { startFakeSglang, type FakeSglang } from "./fake-sglang/index.js";
-import { loadChatModel, type ChatModel } from "../src/chat/index.js";
-import { readTrajectories } from "../src/data/trajectory-store.js";
-import type { Trajectory } from "../src/data/trajectory.js";
+import { CLI, runCli } from "./helpers/cli.js";
+import { QWEN3_DIR } from "./helpers/qwen3.js";
+import {
+  GSM8K_TOOLS as TOOLS,
+  preprocessGsm8kTrain,
+  readAllTrajectories as readAll,
+  tempDir as tmp,
+  toolThenAnswer,
+} from "./helpers/rollout-run.js";
+import { startFakeSglang, type FakeSglang, type RespondFn } from "./fake-sglang/index.js";
+import { loadChatModel } from "../src/chat/index.js";
 
-const GSM8K = path.join(SHARED, "datasets", "gsm8k");
-const TOOLS = path.join(REPO_ROOT, "tool-configs/gsm8k_tool_config.yaml");
-const tmp = (p: string) => mkdtempSync(path.join(os.tmpdir(), `agentrl-${p}-`));
-
-async function readAll(file: string): Promise<Trajectory[]> {
-  const out: Trajectory[] = [];
-  for await (const t of readTrajectories(file)) out.push(t);
-  return out;
-}
-
-let model: ChatModel;
-let respond: (inputIds: number[]) => number[];
+let respond: RespondFn;
 const data = tmp("faults-data");
 beforeAll(async () => {
-  model = await loadChatModel(QWEN3_DIR);
-  const toolResponse = model.tokenToId("<tool_response>")!;
-  const call = [...model.encode('<tool_call>\n{"name": "calc_gsm8k_reward", "arguments": {"answer": "18"}}\n</tool_call>'), IM_END];
-  const answer = [...model.encode("#### 18"), IM_END];
-  respond = (ids) => (ids.includes(toolResponse) ? answer : call);
-  expect((await runCli(["preprocess", "gsm8k", "-i", GSM8K, "-o", data, "--split", "train", "--limit", "100"])).code).toBe(0);
+  // Calls the GSM8K tool with answer 18, then answers "#### 18".
+  respond = toolThenAnswer(await loadChatModel(QWEN3_DIR));
+  expect((await preprocessGsm8kTrain(data, 100)).code).toBe(0);
 });
 
 describe("rollout against a server failing 20% of requests", () => {
@@ -43,7 +33,7 @@ describe("rollout against a server failing 20% of requests", () => {
 
   it("ends every trajectory completed or failed with a reason, with bounded retries and no duplicates", async () => {
     fake = await startFakeSglang({
-      respond: (ids) => respond(ids),
+      respond: (ids, params, ctx) => respond(ids, params, ctx),
       faults: {
         random: { seed: 7, rate: 0.2, faults: [{ type: "status", status: 503 }, { type: "reset" }, { type: "hang" }] },
       },
@@ -86,7 +76,7 @@ describe("rollout killed with SIGKILL, then --resume", () => {
   afterAll(async () => fake?.close());
 
   it("ends with exactly 200 distinct records", async () => {
-    fake = await startFakeSglang({ respond: (ids) => respond(ids), latencyMs: 25 });
+    fake = await startFakeSglang({ respond: (ids, params, ctx) => respond(ids, params, ctx), latencyMs: 25 });
     const out = path.join(tmp("kill-out"), "t.parquet");
     const args = [
       "rollout", "--data", path.join(data, "train.parquet"), "--model", QWEN3_DIR, "--server", fake.url, "--tools", TOOLS,
@@ -125,7 +115,7 @@ describe("rollout interrupted with SIGINT, then --resume", () => {
   afterAll(async () => fake?.close());
 
   it("exits 130 with a finished, readable file, and --resume completes it without duplicates", async () => {
-    fake = await startFakeSglang({ respond: (ids) => respond(ids), latencyMs: 25 });
+    fake = await startFakeSglang({ respond: (ids, params, ctx) => respond(ids, params, ctx), latencyMs: 25 });
     const out = path.join(tmp("sigint-out"), "t.jsonl");
     const args = [
       "rollout", "--data", path.join(data, "train.parquet"), "--model", QWEN3_DIR, "--server", fake.url, "--tools", TOOLS,

@@ -7,6 +7,7 @@ import ora from "ora";
 import { ExitError, UsageError } from "../errors.js";
 import { readParquetInfo } from "../data/parquet.js";
 import { openTrajectoryWriter } from "../data/trajectory-store.js";
+import type { SglangClient } from "../engine/index.js";
 import { rolloutConfigSchema, type RolloutConfig } from "../rollout/config.js";
 import { runRollout } from "../rollout/run-rollout.js";
 import { overSampleTarget } from "../rollout/over-sample.js";
@@ -144,24 +145,9 @@ export async function runRolloutCommand(flags: RolloutFlags): Promise<void> {
   const modelPath = requireSet(config.actor_rollout_ref.model.path, "model folder", "--model DIR (or actor_rollout_ref.model.path)");
   let rollout = config.actor_rollout_ref.rollout;
   const apiKey = flags.apiKey ?? (await readApiKey(rollout.server.api_key_env));
-  let engine: { url: string; stop(): Promise<unknown> } | undefined;
-  if (flags.engine === "embedded") {
-    if (rollout.server.urls.length) throw new UsageError("--engine embedded and --server exclude each other");
-    const { startEngine } = await import("../serve/index.js");
-    if (!flags.quiet) process.stderr.write(`starting the embedded engine on ${modelPath}...\n`);
-    engine = await startEngine({ engine: "embedded", model: modelPath, port: 0 });
-    rollout = { ...rollout, server: { ...rollout.server, urls: [engine.url] } };
-  }
-  const client = makeClient(rollout, apiKey);
-  const parts = await loadRolloutParts({ modelPath, rollout, rewardModulePath: config.custom_reward_function.path });
-  const writer = await openTrajectoryWriter(config.output.path, {
-    resume: Boolean(flags.resume),
-    force: Boolean(flags.force),
-    rowGroupSize: config.output.row_group_size,
-  });
-  const totalPrompts = (await readParquetInfo(dataPath)).numRows;
-  const total = Math.min(totalPrompts, config.data.limit ?? Infinity) * rollout.n;
 
+  // Ctrl-C is handled from here until the file is closed: during start-up it cancels the run before it starts, during
+  // the final merge it lets the merge finish. Either way the output stays resumable and the user is told how.
   const cancel = new AbortController();
   let interrupts = 0;
   const onSigint = () => {
@@ -174,17 +160,44 @@ export async function runRolloutCommand(flags: RolloutFlags): Promise<void> {
   process.on("SIGTERM", onSigint);
 
   const spinner = ora({ stream: process.stderr, isSilent: Boolean(flags.quiet) || !process.stderr.isTTY });
-  const started = performance.now();
-  let inFlight = 0;
-  const already = writer.existingIds.size;
-  spinner.start(`starting ${total - already} trajectories (${already} already done)`);
+  const cleanups: Array<() => Promise<unknown>> = [];
+  let started = performance.now();
+  let already = 0;
+  let client: SglangClient | undefined;
   let result;
   try {
+    if (flags.engine === "embedded") {
+      if (rollout.server.urls.length) throw new UsageError("--engine embedded and --server exclude each other");
+      const { startEngine } = await import("../serve/index.js");
+      if (!flags.quiet) process.stderr.write(`starting the embedded engine on ${modelPath}...\n`);
+      const engine = await startEngine({ engine: "embedded", model: modelPath, port: 0 });
+      cleanups.unshift(() => engine.stop());
+      rollout = { ...rollout, server: { ...rollout.server, urls: [engine.url] } };
+    }
+    const engineClient = makeClient(rollout, apiKey);
+    client = engineClient;
+    cleanups.unshift(() => engineClient.close());
+    const parts = await loadRolloutParts({ modelPath, rollout, rewardModulePath: config.custom_reward_function.path });
+    cleanups.unshift(() => parts.close());
+    const writer = await openTrajectoryWriter(config.output.path, {
+      resume: Boolean(flags.resume),
+      force: Boolean(flags.force),
+      rowGroupSize: config.output.row_group_size,
+    });
+    // Finish the file even on failure: everything written so far stays readable and resumable.
+    cleanups.unshift(() => writer.close().catch(() => undefined));
+    const totalPrompts = (await readParquetInfo(dataPath)).numRows;
+    const total = Math.min(totalPrompts, config.data.limit ?? Infinity) * rollout.n;
+
+    started = performance.now();
+    let inFlight = 0;
+    already = writer.existingIds.size;
+    spinner.start(`starting ${total - already} trajectories (${already} already done)`);
     result = await runRollout({
       prompts: readPrompts(dataPath, config.data.limit),
       n: rollout.n,
       concurrency: rollout.max_concurrency,
-      context: trajectoryContext(parts, client, rollout, {
+      context: trajectoryContext(parts, engineClient, rollout, {
         maxPromptLength: config.data.max_prompt_length,
         maxResponseLength: config.data.max_response_length,
       }),
@@ -208,18 +221,14 @@ export async function runRolloutCommand(flags: RolloutFlags): Promise<void> {
       },
     });
   } finally {
+    spinner.stop();
+    for (const cleanup of cleanups) await cleanup();
     process.off("SIGINT", onSigint);
     process.off("SIGTERM", onSigint);
-    spinner.stop();
-    // Finish the file even on failure: everything written so far stays readable and resumable.
-    await writer.close().catch(() => undefined);
-    await parts.close();
-    await client.close();
-    await engine?.stop();
   }
   const wallMs = performance.now() - started;
   const summary = result.stats.summary();
-  const engineStats = client.stats();
+  const engineStats = client!.stats();
   if (flags.json) {
     process.stdout.write(
       `${JSON.stringify({ summary, out: config.output.path, wall_ms: wallMs, resumed: already, skipped_prompts: result.skippedPrompts, cancelled: result.cancelled, cancelled_in_flight: result.cancelledInFlight, over_sample_aborted: result.overSampleAborted, over_sample_not_started: result.overSampleNotStarted, engine: engineStats }, null, 2)}\n`,
@@ -235,6 +244,11 @@ export async function runRolloutCommand(flags: RolloutFlags): Promise<void> {
   }
   if (result.cancelled) {
     process.stderr.write(style.yellow(`cancelled: ${result.cancelledInFlight} trajectories in flight were dropped; run again with --resume to finish\n`));
+    throw new ExitError(130);
+  }
+  if (cancel.signal.aborted) {
+    // Ctrl-C came while the file was being closed: the close finished, nothing is missing.
+    process.stderr.write(style.yellow("interrupted while closing the file: it is complete (--resume has nothing left to do)\n"));
     throw new ExitError(130);
   }
   const failed = summary.byStatus.failed ?? 0;

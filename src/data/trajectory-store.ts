@@ -156,6 +156,12 @@ async function openParquet(file: string, options: OpenOptions): Promise<Trajecto
     await fs.rm(file, { force: true });
     await fs.rm(partsDir, { recursive: true, force: true });
   }
+  if (options.resume) {
+    // close() renames the merged file into place only once every part is in it, and removes the parts after: both
+    // present means a run died in between, and the parts are stale copies of what the file holds.
+    if (fileExists && partsExist) await fs.rm(partsDir, { recursive: true, force: true });
+    await removeStaleMergeTemps(file);
+  }
   await fs.mkdir(partsDir, { recursive: true });
   // A finished file being resumed becomes the first part, so new trajectories join it on close.
   if (options.resume && fileExists) await fs.rename(file, path.join(partsDir, "part-000000.parquet"));
@@ -210,6 +216,14 @@ async function openParquet(file: string, options: OpenOptions): Promise<Trajecto
       await fs.rm(partsDir, { recursive: true, force: true });
     },
   };
+}
+
+/** A run killed while merging leaves its temporary file (atomic.ts's `.<name>.tmp-<pid>-<hex>`) beside the output;
+ * nothing else writes such names, so a resumed run clears them before it merges again. */
+async function removeStaleMergeTemps(file: string): Promise<void> {
+  const dir = path.dirname(file);
+  const prefix = `.${path.basename(file)}.tmp-`;
+  for (const name of await fs.readdir(dir)) if (name.startsWith(prefix)) await fs.rm(path.join(dir, name), { force: true });
 }
 
 async function listParts(partsDir: string): Promise<string[]> {
@@ -312,7 +326,8 @@ export async function* readTrajectories(file: string): AsyncGenerator<Trajectory
   }
   const partsDir = file.endsWith(".parts") ? file : partsDirOf(file);
   const finalFile = file.endsWith(".parts") ? file.slice(0, -".parts".length) : file;
-  if (await pathExists(partsDir)) {
+  // The final file beside a parts folder holds every part (a run died while removing the folder): read the file.
+  if ((await pathExists(partsDir)) && !(await pathExists(finalFile))) {
     yield* readParts(partsDir, { includePending: true });
     return;
   }
