@@ -26,10 +26,10 @@ import { getParser } from "../src/parsers/index.js";
 import { readPrompts, sampleOf } from "../src/rollout/sample.js";
 import { scoreVault } from "../src/rewards/index.js";
 import { loadToolRegistry, runToolCall } from "../src/tools/index.js";
-import { readTrajectories } from "../src/data/trajectory-store.js";
 import type { Trajectory } from "../src/data/trajectory.js";
+import { DEMO_CONFIG, dataOrder, readMetrics, readStep, stateStep, type Metrics } from "./helpers/train.js";
 
-const CONFIG = path.join(REPO_ROOT, "examples", "cpu-demo.yaml");
+const CONFIG = DEMO_CONFIG;
 const MODEL = path.join(REPO_ROOT, "examples", "cpu-demo", "model");
 /** Enough steps, at the short version's higher learning rate, for the policy to find the tool (about step 10). */
 const STEPS = 16;
@@ -49,36 +49,6 @@ function trainArgs(runDir: string, steps = STEPS): string[] {
     "--set", "trainer.test_freq=-1",
     "--set", "actor_rollout_ref.actor.optim.lr=1.0e-2",
   ];
-}
-
-type Metrics = Record<string, number>;
-
-function readMetrics(runDir: string): Metrics[] {
-  return readFileSync(path.join(runDir, "metrics.jsonl"), "utf8")
-    .split("\n")
-    .filter((line) => line.trim() !== "")
-    .map((line) => JSON.parse(line) as Metrics);
-}
-
-async function readStep(runDir: string, step: number): Promise<Trajectory[]> {
-  const out: Trajectory[] = [];
-  for await (const t of readTrajectories(path.join(runDir, "rollouts", `step-${String(step).padStart(6, "0")}.parquet`))) out.push(t);
-  return out;
-}
-
-/** The prompts a step used, as the sorted multiset of data_index (the order of finishing is not part of it). */
-async function dataOrder(runDir: string, steps: number): Promise<number[][]> {
-  const order: number[][] = [];
-  for (let step = 1; step <= steps; step++) order.push((await readStep(runDir, step)).map((t) => t.data_index).sort((a, b) => a - b));
-  return order;
-}
-
-function stateStep(runDir: string): number {
-  try {
-    return (JSON.parse(readFileSync(path.join(runDir, "state.json"), "utf8")) as { step: number }).step;
-  } catch {
-    return 0; // not written yet, or being replaced
-  }
 }
 
 /** Starts `agentrl train` and SIGKILLs it once the checkpoint of `step` is recorded, i.e. between two steps. */

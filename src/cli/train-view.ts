@@ -3,10 +3,11 @@
  * status line on stderr (TTY only), one summary line per step, or one JSON object per step with --json.
  */
 import path from "node:path";
-import { appendFileSync, mkdirSync } from "node:fs";
+import { appendFileSync, existsSync, mkdirSync } from "node:fs";
 import { dump as dumpYaml } from "js-yaml";
 import ora from "ora";
 import { AgentrlError, ExitError, UsageError } from "../errors.js";
+import { overSampleTarget } from "../rollout/over-sample.js";
 import { readParquetInfo } from "../data/parquet.js";
 import { readPrompts, type Prompt } from "../rollout/sample.js";
 import { loadRolloutParts, makeClient, readApiKey } from "../rollout/setup.js";
@@ -61,6 +62,10 @@ async function printDryRun(config: TrainConfig, json: boolean): Promise<void> {
     optimizer_steps_per_step: Math.ceil(config.data.train_batch_size / miniBatch) * actor.ppo_epochs,
     token_budget_per_trajectory: config.data.max_prompt_length + config.data.max_response_length,
     requests_in_flight: Math.min(rollout.max_concurrency, perStep),
+    over_sampling:
+      rollout.over_sample_rate > 0
+        ? `each step's rollout stops once ${overSampleTarget(perStep, rollout.over_sample_rate)} of ${perStep} have finished`
+        : "off",
     total_steps: trainRows === null ? null : totalSteps(config, trainRows),
     training_gpus: config.trainer.nnodes * config.trainer.n_gpus_per_node,
     inference:
@@ -151,7 +156,13 @@ export async function runTrainCommand(flags: TrainFlags): Promise<void> {
   }
   const runDir = runDirOf(config);
   const resumeState = await runDir.prepare({ resume: Boolean(flags.resume), force: Boolean(flags.force) });
-  if (flags.resume && !resumeState) throw new UsageError(`${runDir.root}: no checkpoint to resume from`, { hint: "start without --resume" });
+  const startedOver = Boolean(flags.resume) && !resumeState;
+  if (startedOver) {
+    if (!existsSync(runDir.configFile)) throw new UsageError(`${runDir.root}: no run to resume`, { hint: "start without --resume" });
+    // A run stopped before its first checkpoint left nothing to continue from: --resume starts it over (verl's
+    // resume_mode auto) and drops its metric lines, so each step is logged once.
+    runDir.truncateMetricsAfter(-1);
+  }
   await runDir.writeConfig(config);
   mkdirSync(path.dirname(runDir.logFile("worker")), { recursive: true });
 
@@ -181,6 +192,7 @@ export async function runTrainCommand(flags: TrainFlags): Promise<void> {
   let worker: Awaited<ReturnType<typeof WorkerClient.start>> | undefined;
   let client: ReturnType<typeof makeClient> | undefined;
   const reporter = consoleReporter(totalSteps(config, trainPrompts.length), flags);
+  if (startedOver) reporter.note(`${runDir.root} has no checkpoint yet: starting the run over from step 1`);
   const tensorboard = config.trainer.logger.includes("tensorboard")
     ? (await import("../train/tensorboard.js")).startTensorboard(path.join(runDir.root, "tensorboard"), (m) => reporter.note(m))
     : undefined;
