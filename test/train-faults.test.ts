@@ -40,8 +40,11 @@ import { DataCursor } from "../src/train/data-cursor.js";
 /** Generous limits: a run that hangs fails the test instead of blocking it. No assertion is about time. */
 const RUN_TIMEOUT_MS = 300_000;
 const EXIT_TIMEOUT_MS = 120_000;
-/** How long the processes a SIGKILLed CLI leaves may take to notice and exit (the engine's guardian polls each second). */
-const ORPHAN_GRACE_MS = 60_000;
+/**
+ * How long the processes a SIGKILLed CLI leaves may take to notice and exit: the engine's guardian and the worker
+ * ranks (--parent-pid) check each second. Before the ranks watched, one still connecting lived on for about 64 s.
+ */
+const ORPHAN_GRACE_MS = 30_000;
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), "agentrl-train-faults-"));
 /**

@@ -118,7 +118,8 @@ describe("WorkerClient", () => {
     process.kill(worker.rank0Pid, "SIGKILL");
     const error = await pending;
     expect(error).toBeInstanceOf(WorkerError);
-    expect((error as WorkerError).message).toMatch(/stopped while a command was running/);
+    // It names the command and how the worker ended.
+    expect((error as WorkerError).message).toMatch(/stopped during 'init' \((exit code \d+|SIG[A-Z]+)\)/);
     expect((error as WorkerError).logTail.length).toBeGreaterThan(0);
     await worker.shutdown(20_000);
     expect(worker.exited).toBe(true);

@@ -13,6 +13,7 @@ import json
 import os
 import socket
 import sys
+import threading
 import time
 import traceback
 from typing import Any
@@ -158,11 +159,35 @@ def serve(socket_path: str) -> None:
                 channel.send({"id": message.get("id"), "ok": False, "error": first_error})
 
 
+def watch_parent(pid: int, interval_s: float = 1.0) -> None:
+    """Ends this rank once the CLI that launched it is gone.
+
+    A CLI killed with SIGKILL cannot close its socket: without this, rank 0 would keep retrying the connection (or
+    finish a long update) and hold its memory and GPU for minutes.
+    """
+
+    def loop() -> None:
+        while True:
+            time.sleep(interval_s)
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                print(f"agentrl worker: the CLI (pid {pid}) is gone; exiting", file=sys.stderr, flush=True)
+                os._exit(1)
+            except PermissionError:
+                pass  # alive, owned by someone else: not ours to judge
+
+    threading.Thread(target=loop, name="agentrl-parent-watch", daemon=True).start()
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="torchrun ... -m agentrl_worker")
     parser.add_argument("--socket", required=True, help="Unix socket the CLI listens on")
     parser.add_argument("--idle-timeout-h", type=float, default=24.0, help="collective timeout while waiting for commands")
+    parser.add_argument("--parent-pid", type=int, default=None, help="exit when this process (the CLI) is gone")
     args = parser.parse_args(argv)
+    if args.parent_pid is not None:
+        watch_parent(args.parent_pid)
     backend = "nccl" if torch.cuda.is_available() else "gloo"
     if torch.cuda.is_available():
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))

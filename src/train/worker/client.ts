@@ -31,6 +31,8 @@ import {
 
 const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 const LOG_LINES_KEPT = 80;
+/** How long a crashed worker may take to exit before its process group is killed. */
+const WORKER_EXIT_GRACE_MS = 5000;
 
 /**
  * Keeps the last LOG_LINES_KEPT meaningful lines. Python 3.11 tracebacks mark columns with lines of `^` and `~`, and
@@ -86,7 +88,7 @@ export interface WorkerStartOptions {
 export class WorkerClient {
   private buffer = "";
   private readonly logTail: string[] = [];
-  private pending: { resolve: (line: string) => void; reject: (err: Error) => void } | undefined;
+  private pending: { cmd: string; resolve: (line: string) => void; reject: (err: Error) => void } | undefined;
   private queue: Promise<unknown> = Promise.resolve();
   private nextId = 0;
   private exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
@@ -132,6 +134,9 @@ export class WorkerClient {
       "agentrl_worker",
       "--socket",
       socketPath,
+      // Ranks on this machine exit when this process is gone, even after a SIGKILL that leaves no time to clean up.
+      "--parent-pid",
+      String(process.pid),
     ];
     const env = { ...process.env, ...options.env };
     env.PYTHONPATH = env.PYTHONPATH ? `${workerDir}${path.delimiter}${env.PYTHONPATH}` : workerDir;
@@ -289,7 +294,7 @@ export class WorkerClient {
       if (this.exit || !this.socket) throw this.crashError(`cannot send ${cmd}: the worker is not running`);
       const id = ++this.nextId;
       const line = await new Promise<string>((resolve, reject) => {
-        this.pending = { resolve, reject };
+        this.pending = { cmd, resolve, reject };
         this.socket!.write(JSON.stringify({ id, cmd, ...fields }) + "\n");
       });
       const envelope = replyEnvelope.safeParse(safeJson(line));
@@ -340,8 +345,13 @@ export class WorkerClient {
   private failPending(): void {
     const pending = this.pending;
     this.pending = undefined;
-    // Give the exit event a moment so the error can carry the exit code and the last log lines.
-    if (pending) setTimeout(() => pending.reject(this.crashError("the worker stopped while a command was running")), 200);
+    // torchrun takes a moment to notice a dead rank, stop the others and exit: wait for that (a few seconds at most),
+    // so the error carries its exit status and the ranks' last log lines.
+    if (pending) {
+      void this.waitForExit(WORKER_EXIT_GRACE_MS).then(() =>
+        pending.reject(this.crashError(`the worker stopped during '${pending.cmd}'`)),
+      );
+    }
   }
 
   private crashError(message: string): WorkerError {
