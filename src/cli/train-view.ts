@@ -197,61 +197,70 @@ export async function runTrainCommand(flags: TrainFlags): Promise<void> {
     ? (await import("../train/tensorboard.js")).startTensorboard(path.join(runDir.root, "tensorboard"), (m) => reporter.note(m))
     : undefined;
   try {
-    let serverRollout = rollout;
-    if (rollout.name === "embedded") {
-      reporter.note("starting the embedded engine and the training worker...");
-      engine = await startEngine({
-        engine: "embedded",
-        model: config.actor_rollout_ref.model.path,
-        port: 0,
-        logFile: runDir.logFile("engine"),
-        signal: stop.signal,
-      });
-      serverRollout = { ...rollout, server: { ...rollout.server, urls: [engine.url] } };
-    }
-    client = makeClient(serverRollout, flags.apiKey ?? (await readApiKey(rollout.server.api_key_env)));
+    // The engine and the worker each take seconds to start (imports, model loading): they start side by side.
+    if (rollout.name === "embedded") reporter.note("starting the embedded engine and the training worker...");
+    const startingEngine =
+      rollout.name === "embedded"
+        ? startEngine({
+            engine: "embedded",
+            model: config.actor_rollout_ref.model.path,
+            port: 0,
+            logFile: runDir.logFile("engine"),
+            signal: stop.signal,
+          }).then((started) => (engine = started))
+        : Promise.resolve(undefined);
     const workerLog = runDir.logFile("worker");
-    worker = await WorkerClient.start({
+    const actor = config.actor_rollout_ref.actor;
+    const startingWorker = WorkerClient.start({
       nprocPerNode: config.trainer.n_gpus_per_node,
       ...(config.trainer.nnodes > 1 || config.trainer.torchrun_args.length
         ? { torchrunArgs: [`--nnodes=${config.trainer.nnodes}`, ...config.trainer.torchrun_args] }
         : {}),
       onLog: (line) => appendFileSync(workerLog, `${line}\n`),
+    }).then(async (started) => {
+      worker = started;
+      await started.init({
+        model_path: config.actor_rollout_ref.model.path,
+        dtype: actor.fsdp_config.dtype,
+        seed: config.trainer.seed,
+        lr: actor.optim.lr,
+        betas: actor.optim.betas,
+        weight_decay: actor.optim.weight_decay,
+        lr_warmup_steps: actor.optim.lr_warmup_steps,
+        grad_clip: actor.grad_clip,
+        reshard_after_forward: actor.fsdp_config.reshard_after_forward,
+        use_ref: actor.use_kl_loss,
+        gradient_checkpointing: config.actor_rollout_ref.model.enable_gradient_checkpointing,
+        micro_batch_token_budget: actor.ppo_max_token_len_per_gpu,
+        temperature: rollout.temperature,
+        ppo_mini_batch_size: actor.ppo_mini_batch_size,
+        ppo_epochs: actor.ppo_epochs,
+        clip_ratio_low: actor.clip_ratio_low,
+        clip_ratio_high: actor.clip_ratio_high,
+        clip_ratio_c: actor.clip_ratio_c,
+        loss_agg_mode: actor.loss_agg_mode,
+        loss_scale_factor: actor.loss_scale_factor,
+        use_kl_loss: actor.use_kl_loss,
+        kl_loss_coef: actor.kl_loss_coef,
+        kl_loss_type: actor.kl_loss_type,
+        entropy_coeff: actor.entropy_coeff,
+        adv_estimator: config.algorithm.adv_estimator,
+        norm_adv_by_std_in_grpo: config.algorithm.norm_adv_by_std_in_grpo,
+        rollout_is_threshold: config.algorithm.rollout_is_threshold,
+      });
+      return started;
     });
-    const actor = config.actor_rollout_ref.actor;
-    await worker.init({
-      model_path: config.actor_rollout_ref.model.path,
-      dtype: actor.fsdp_config.dtype,
-      seed: config.trainer.seed,
-      lr: actor.optim.lr,
-      betas: actor.optim.betas,
-      weight_decay: actor.optim.weight_decay,
-      lr_warmup_steps: actor.optim.lr_warmup_steps,
-      grad_clip: actor.grad_clip,
-      reshard_after_forward: actor.fsdp_config.reshard_after_forward,
-      use_ref: actor.use_kl_loss,
-      gradient_checkpointing: config.actor_rollout_ref.model.enable_gradient_checkpointing,
-      micro_batch_token_budget: actor.ppo_max_token_len_per_gpu,
-      temperature: rollout.temperature,
-      ppo_mini_batch_size: actor.ppo_mini_batch_size,
-      ppo_epochs: actor.ppo_epochs,
-      clip_ratio_low: actor.clip_ratio_low,
-      clip_ratio_high: actor.clip_ratio_high,
-      clip_ratio_c: actor.clip_ratio_c,
-      loss_agg_mode: actor.loss_agg_mode,
-      loss_scale_factor: actor.loss_scale_factor,
-      use_kl_loss: actor.use_kl_loss,
-      kl_loss_coef: actor.kl_loss_coef,
-      kl_loss_type: actor.kl_loss_type,
-      entropy_coeff: actor.entropy_coeff,
-      adv_estimator: config.algorithm.adv_estimator,
-      norm_adv_by_std_in_grpo: config.algorithm.norm_adv_by_std_in_grpo,
-      rollout_is_threshold: config.algorithm.rollout_is_threshold,
-    });
+    // Both settle before either failure is thrown, so whichever did start is there for the cleanup below.
+    const [engineStart, workerStart] = await Promise.allSettled([startingEngine, startingWorker]);
+    if (engineStart.status === "rejected") throw engineStart.reason;
+    if (workerStart.status === "rejected") throw workerStart.reason;
+    const engineUrl = engineStart.value?.url;
+    const serverRollout = engineUrl ? { ...rollout, server: { ...rollout.server, urls: [engineUrl] } } : rollout;
+    client = makeClient(serverRollout, flags.apiKey ?? (await readApiKey(rollout.server.api_key_env)));
     const engineDied = engine?.exited.then((exit) => exit);
     const result = await Promise.race([
       trainLoop({
-        config, runDir, resumeState, client, parts, worker, trainPrompts, valPrompts, stop: stop.signal, reporter,
+        config, runDir, resumeState, client, parts, worker: workerStart.value, trainPrompts, valPrompts, stop: stop.signal, reporter,
         ...(tensorboard ? { onMetrics: (record: Record<string, unknown>) => tensorboard.log(record) } : {}),
       }),
       ...(engineDied
