@@ -19,7 +19,7 @@ export const loadDist = async (rel) =>
     process.exit(2);
   });
 
-const { loadRolloutParts } = await loadDist("rollout/setup.js");
+const { loadRolloutParts, trajectoryContext } = await loadDist("rollout/setup.js");
 const { rolloutSchema } = await loadDist("rollout/config.js");
 const { makeGsm8kRow, extractGroundTruth } = await loadDist("data/gsm8k.js");
 const { verlRowSchema } = await loadDist("data/verl-rows.js");
@@ -58,16 +58,6 @@ export const story = {
 /** Trajectories are not written: the data path has its own bench; these measure the turn loop. */
 export const discardingWriter = { file: "(discarded)", existingIds: new Set(), written: 0, write: async () => {}, close: async () => {} };
 
-/** runRollout's context for `client` and a rollout section from toolRollout. */
-export const contextFor = (client, rollout) => ({
-  model,
-  client,
-  parser: parts.parser,
-  tools: parts.tools,
-  toolSchemas: parts.toolSchemas,
-  interactions: parts.interactions,
-  rewardFunction: parts.rewardFunction,
-  rollout,
-  maxPromptLength: 1024,
-  maxResponseLength: 1024,
-});
+/** runRollout's context for `client` and a rollout section from toolRollout (setup.ts's, with 1024-token budgets). */
+export const contextFor = (client, rollout) =>
+  trajectoryContext(parts, client, rollout, { maxPromptLength: 1024, maxResponseLength: 1024 });
