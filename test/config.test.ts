@@ -63,6 +63,13 @@ describe("agentrl train --dry-run", () => {
     expect(result.stderr).toMatch(/actor_rollout_ref\.rollout\.n: .*expected number/);
   });
 
+  it("answers a verl config's wandb logger with what to do instead, exit 2", async () => {
+    const result = await runCli(["train", "--config", config("wandb.yaml", base), "--dry-run", "--set", 'trainer.logger=["console","wandb"]']);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain("trainer.logger.1: wandb is not built into agentrl: log to tensorboard");
+    expect(result.stderr).toContain("wandb sync runs/<name>/tensorboard");
+  });
+
   it("--set overrides the file, and flags override both", async () => {
     const result = await runCli([
       "train", "--config", config("ok4.yaml", base), "--dry-run", "--json",

@@ -111,7 +111,16 @@ export const trainConfigSchema = z.strictObject({
       n_gpus_per_node: z.number().int().positive().default(1).describe("training ranks per node (torchrun --nproc_per_node)"),
       torchrun_args: z.array(z.string()).default([]).describe("multi-node rendezvous flags, e.g. [--node_rank, 0, --rdzv_endpoint, host:29500]"),
       colocate: z.boolean().default(false).describe("SGLang shares the GPUs: release its memory around training"),
-      logger: z.array(z.enum(["console", "tensorboard"])).default(["console"]).describe("where metrics go besides metrics.jsonl; tensorboard writes runs/<name>/tensorboard (needs the tensorboard package; wandb is not built yet)"),
+      logger: z
+        .array(
+          z.enum(["console", "tensorboard"], {
+            error: (issue) =>
+              issue.input === "wandb"
+                ? "wandb is not built into agentrl: log to tensorboard, then upload its event files with 'wandb sync runs/<name>/tensorboard'"
+                : `expected "console" or "tensorboard", got ${JSON.stringify(issue.input)}`,
+          }),
+        )
+        .default(["console"]).describe("where metrics go besides metrics.jsonl; tensorboard writes runs/<name>/tensorboard (needs the tensorboard package; for wandb, upload those event files with `wandb sync`)"),
       seed: z.number().int().default(0).describe("seed of the worker (init, dropout) and of sampling"),
     })
     .prefault({}),
