@@ -5,15 +5,18 @@ import { RefusedError } from "../errors.js";
 
 /**
  * Writes a file so that readers see either the old content or the whole new content, never a half-written file:
- * write a temporary sibling, fsync it, then rename over the target (rename is atomic within one filesystem).
+ * write a temporary sibling, fsync it, then rename over the target (rename is atomic within one filesystem). A
+ * failure while the content is produced (a stream that throws) leaves the target untouched and no temporary file.
  */
-export async function writeFileAtomic(target: string, data: Uint8Array | string): Promise<void> {
+export async function writeFileAtomic(target: string, data: Uint8Array | string | AsyncIterable<Uint8Array>): Promise<void> {
   await fs.mkdir(path.dirname(target), { recursive: true });
   const temp = temporarySibling(target);
   let handle: fs.FileHandle | undefined;
   try {
     handle = await fs.open(temp, "wx");
-    await handle.writeFile(data);
+    if (typeof data === "string" || data instanceof Uint8Array) await handle.writeFile(data);
+    // A stream is written as it comes, so the content never has to fit in memory at once.
+    else for await (const chunk of data) await handle.write(chunk);
     await handle.sync();
     await handle.close();
     handle = undefined;

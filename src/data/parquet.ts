@@ -156,6 +156,59 @@ export async function writeParquetRows(
   return bytes.byteLength;
 }
 
+/**
+ * Writes record batches to a parquet file as they arrive, atomically: only the batch being encoded and the row group
+ * being filled are in memory. With no batch at all it writes an empty file with `emptySchema`.
+ */
+export async function writeParquetStream(
+  file: string,
+  batches: AsyncIterable<parquet.RecordBatch>,
+  emptySchema: Schema,
+  options: WriteOptions = {},
+): Promise<number> {
+  const iterator = batches[Symbol.asyncIterator]();
+  const first = await iterator.next();
+  if (first.done) return writeParquetRows(file, [], emptySchema, options);
+  let pending: parquet.RecordBatch | undefined = first.value;
+  const stream = new ReadableStream<parquet.RecordBatch>({
+    async pull(controller) {
+      if (pending) {
+        controller.enqueue(pending);
+        pending = undefined;
+        return;
+      }
+      const next = await iterator.next();
+      if (next.done) controller.close();
+      else controller.enqueue(next.value);
+    },
+  });
+  const bytes = (await parquet.transformParquetStream(stream, writerProperties(options))) as unknown as AsyncIterable<Uint8Array>;
+  let written = 0;
+  await writeFileAtomic(
+    file,
+    (async function* () {
+      for await (const chunk of bytes) {
+        written += chunk.byteLength;
+        yield chunk;
+      }
+    })(),
+  );
+  return written;
+}
+
+/** Rows, a chunk at a time, as parquet-wasm record batches with exactly `schema`'s types (and `metadata`). */
+export async function* rowChunksToBatches(
+  chunks: AsyncIterable<readonly Record<string, unknown>[]>,
+  schema: Schema,
+  metadata: Record<string, string> = {},
+): AsyncGenerator<parquet.RecordBatch> {
+  for await (const rows of chunks) {
+    if (rows.length === 0) continue;
+    const wasmTable = parquet.Table.fromIPCStream(tableToIPC(rowsToTable(rows, schema, metadata), "stream"));
+    for (const batch of wasmTable.recordBatches()) yield batch;
+  }
+}
+
 /** Reads a whole parquet file into an arrow Table. */
 export async function readParquetTable(file: string): Promise<Table> {
   const bytes = await fs.readFile(file);

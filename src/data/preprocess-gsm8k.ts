@@ -8,7 +8,10 @@ import { refuseExisting } from "./atomic.js";
 import { gsm8kArrowSchema, makeGsm8kRow, type Gsm8kVariant, type Split } from "./gsm8k.js";
 import { locateSplits, readGsm8kFile, type InvalidRecord } from "./gsm8k-source.js";
 import { huggingfaceMetadata } from "./hf-features.js";
-import { writeParquetRows } from "./parquet.js";
+import { rowChunksToBatches, writeParquetStream } from "./parquet.js";
+
+/** Rows per parquet row group and per write: GSM8K's splits fit in one, as HF `datasets` writes them. */
+const ROWS_PER_GROUP = 10_000;
 
 export interface PreprocessGsm8kOptions {
   /** Folder or file with raw GSM8K; `download` is used when absent. */
@@ -53,9 +56,9 @@ export async function preprocessGsm8k(options: PreprocessGsm8kOptions): Promise<
     const started = performance.now();
     const source = sources.get(split)!;
     const output = path.join(options.out, `${split}.parquet`);
-    const rows: Record<string, unknown>[] = [];
     const skippedRecords: InvalidRecord[] = [];
     let skipped = 0;
+    let rowCount = 0;
     const records = readGsm8kFile(source, {
       ...(options.limit === undefined ? {} : { limit: options.limit }),
       skipInvalid: options.skipInvalid ?? false,
@@ -64,16 +67,30 @@ export async function preprocessGsm8k(options: PreprocessGsm8kOptions): Promise<
         if (skippedRecords.length < 5) skippedRecords.push(bad);
       },
     });
-    for await (const record of records) {
-      rows.push(makeGsm8kRow(record.raw, record.groundTruth, split, rows.length, options.variant));
-      if (rows.length % 1000 === 0) options.onProgress?.({ split, rows: rows.length });
+    // Rows go to the file a chunk at a time, so memory stays flat however large the input (bench/preprocess.mjs).
+    async function* chunks(): AsyncGenerator<Record<string, unknown>[]> {
+      let chunk: Record<string, unknown>[] = [];
+      for await (const record of records) {
+        chunk.push(makeGsm8kRow(record.raw, record.groundTruth, split, rowCount, options.variant));
+        rowCount += 1;
+        if (rowCount % 1000 === 0) options.onProgress?.({ split, rows: rowCount });
+        if (chunk.length === ROWS_PER_GROUP) {
+          yield chunk;
+          chunk = [];
+        }
+      }
+      if (chunk.length > 0) yield chunk;
     }
-    const bytes = await writeParquetRows(output, rows, schema, { compression: "snappy", metadata });
+    const bytes = await writeParquetStream(output, rowChunksToBatches(chunks(), schema, metadata), schema, {
+      compression: "snappy",
+      rowGroupSize: ROWS_PER_GROUP,
+      metadata,
+    });
     results.push({
       split,
       source,
       output,
-      rows: rows.length,
+      rows: rowCount,
       skipped,
       firstSkipped: skippedRecords,
       bytes,

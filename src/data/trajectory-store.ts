@@ -27,7 +27,7 @@ import * as parquet from "parquet-wasm";
 import { InputError, RefusedError } from "../errors.js";
 import { pathExists, temporarySibling } from "./atomic.js";
 import { readJsonLines } from "./jsonl.js";
-import { streamParquetRows, writeParquetRows } from "./parquet.js";
+import { streamParquetRows, writeParquetRows, writeParquetStream } from "./parquet.js";
 import { trajectoryArrowSchema, trajectorySchema, type Trajectory } from "./trajectory.js";
 import { formatIssues } from "./verl-rows.js";
 
@@ -239,50 +239,13 @@ function partNumber(name: string): number {
  * `rowGroupSize` rows so readers can stream it with bounded memory. */
 async function mergeParts(partsDir: string, file: string, rowGroupSize: number): Promise<void> {
   const parts = await listParts(partsDir);
-  const temp = temporarySibling(file);
-  if (parts.length === 0) {
-    await writeParquetRows(file, [], trajectoryArrowSchema, { compression: "zstd" });
-    return;
+  async function* batches(): AsyncGenerator<parquet.RecordBatch> {
+    for (const part of parts) {
+      const handle = await parquet.ParquetFile.fromFile(await openAsBlob(path.join(partsDir, part)));
+      yield* (await handle.stream()) as unknown as AsyncIterable<parquet.RecordBatch>;
+    }
   }
-  let partIndex = 0;
-  let reader: ReadableStreamDefaultReader<parquet.RecordBatch> | undefined;
-  const batches = new ReadableStream<parquet.RecordBatch>({
-    async pull(controller) {
-      for (;;) {
-        if (!reader) {
-          if (partIndex >= parts.length) {
-            controller.close();
-            return;
-          }
-          const handle = await parquet.ParquetFile.fromFile(await openAsBlob(path.join(partsDir, parts[partIndex++]!)));
-          reader = ((await handle.stream()) as ReadableStream<parquet.RecordBatch>).getReader();
-        }
-        const next = await reader.read();
-        if (next.done) {
-          reader = undefined;
-          continue;
-        }
-        controller.enqueue(next.value);
-        return;
-      }
-    },
-  });
-  const props = new parquet.WriterPropertiesBuilder()
-    .setCompression(parquet.Compression.ZSTD)
-    .setMaxRowGroupSize(rowGroupSize)
-    .build();
-  const bytes = (await parquet.transformParquetStream(batches, props)) as ReadableStream<Uint8Array>;
-  const handle = await fs.open(temp, "wx");
-  try {
-    for await (const chunk of bytes as unknown as AsyncIterable<Uint8Array>) await handle.write(chunk);
-    await handle.sync();
-    await handle.close();
-    await fs.rename(temp, file);
-  } catch (err) {
-    await handle.close().catch(() => undefined);
-    await fs.rm(temp, { force: true });
-    throw err;
-  }
+  await writeParquetStream(file, batches(), trajectoryArrowSchema, { compression: "zstd", rowGroupSize });
 }
 
 async function* readJsonlTrajectories(file: string): AsyncGenerator<Trajectory> {
