@@ -48,8 +48,8 @@ const ORPHAN_GRACE_MS = 30_000;
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), "agentrl-train-faults-"));
 /**
- * Each run gets its own TMPDIR: the loop keeps the step's batch and log-prob files in a folder there, which tells the
- * phase the loop is in (a SIGKILLed run leaves its folder behind, so runs must not share one).
+ * Each run gets its own TMPDIR, so what a killed run leaves there (the worker's socket folder) stays apart. The loop's
+ * step files, which tell the phase it is in, are in the run folder's .scratch (loopFiles below).
  */
 function freshTmp(): string {
   mkdirSync(path.join(scratch, "tmp"), { recursive: true });
@@ -84,20 +84,19 @@ function start(args: string[]): TrainChild & { tmp: string } {
 /** Runs `agentrl <args>` to its end. */
 const finish = (args: string[]) => runCli(args, { env: { TMPDIR: freshTmp() }, timeoutMs: RUN_TIMEOUT_MS });
 
-/** The files in the loop's scratch folder of a run: batch-N.safetensors, logprobs-N.safetensors. */
-function loopFiles(tmp: string): { name: string; file: string }[] {
+/** The files in the loop's scratch folder of a run (`<run>/.scratch`): batch-N.safetensors, logprobs-N.safetensors. */
+function loopFiles(runDir: string): { name: string; file: string }[] {
+  const scratchDir = path.join(runDir, ".scratch");
   try {
-    return readdirSync(tmp)
-      .filter((name) => name.startsWith("agentrl-train-"))
-      .flatMap((dir) => readdirSync(path.join(tmp, dir)).map((name) => ({ name, file: path.join(tmp, dir, name) })));
+    return readdirSync(scratchDir).map((name) => ({ name, file: path.join(scratchDir, name) }));
   } catch {
-    return []; // a folder went away between listing and reading it
+    return []; // not there yet, or already removed
   }
 }
 
 /** Where the loop is, as far as its scratch files tell: batch-N is written before the log-prob pass, logprobs-N after it. */
-function loopPhase(tmp: string): string {
-  const files = loopFiles(tmp).map((f) => f.name);
+function loopPhase(runDir: string): string {
+  const files = loopFiles(runDir).map((f) => f.name);
   const logProbs = files.find((name) => name.startsWith("logprobs-"));
   if (logProbs) return `update of step ${Number(/\d+/.exec(logProbs)![0])}`;
   const batch = files.find((name) => name.startsWith("batch-"));
@@ -119,8 +118,8 @@ async function survivors(pids: number[], graceMs: number): Promise<number[]> {
 }
 
 /** The loop's log-prob file of a step after `afterStep`, once the log-prob pass of that step has written it. */
-function logProbFileAfter(tmp: string, afterStep: number): { step: number; file: string } | undefined {
-  for (const { name, file } of loopFiles(tmp)) {
+function logProbFileAfter(runDir: string, afterStep: number): { step: number; file: string } | undefined {
+  for (const { name, file } of loopFiles(runDir)) {
     const match = /^logprobs-(\d+)\.safetensors$/.exec(name);
     if (match && Number(match[1]) > afterStep) return { step: Number(match[1]), file };
   }
@@ -191,7 +190,7 @@ describe("agentrl train under faults (CPU demo)", () => {
     for (let missed = 0; target === undefined; ) {
       const found: { at?: { step: number; file: string } } = {};
       const seen = await pollUntil(
-        () => stateStep(runDir) >= 2 && (found.at = logProbFileAfter(run.tmp, Math.max(stateStep(runDir), missed))) !== undefined,
+        () => stateStep(runDir) >= 2 && (found.at = logProbFileAfter(runDir, Math.max(stateStep(runDir), missed))) !== undefined,
         { timeoutMs: RUN_TIMEOUT_MS, everyMs: 10, alive: run.running },
       );
       expect(seen, `no update phase seen after step ${missed}\n${run.stderr()}`).toBe(true);
@@ -270,7 +269,7 @@ describe("agentrl train under faults (CPU demo)", () => {
       if (index === 0) expect(run.stdout()).toContain("has no checkpoint yet: starting the run over from step 1");
       await sleep(delayMs);
       const pids = trainProcesses(run.pid).all.map((p) => p.pid);
-      const phase = loopPhase(run.tmp);
+      const phase = loopPhase(runDir);
       run.child.kill(signal);
       const exit = await exitOf(run);
       expect(exit.hung, run.stderr()).toBe(false);

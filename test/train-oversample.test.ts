@@ -3,7 +3,7 @@
  * trajectories have finished; the aborted ones are written to the step's rollouts with finish_reason over_sample,
  * get no advantage (never trained on), and are counted in the step's metrics.
  */
-import { mkdtempSync } from "node:fs";
+import { existsSync, mkdtempSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -28,6 +28,7 @@ beforeAll(async () => {
     { timeoutMs: 240_000 },
   );
   expect(result.code, result.stderr).toBe(0);
+  expect(existsSync(path.join(runDir, ".scratch"))).toBe(false); // the step files are gone with the run
   metrics = readMetrics(runDir);
   for (const step of [1, 2]) steps.push(await readStep(runDir, step));
 }, 300_000);

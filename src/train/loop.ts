@@ -4,8 +4,7 @@
  * worker for log-probs and the update, save the weights and push them to the engine, log, checkpoint, validate.
  * The same code runs the CPU demo and an 8×H100 run; only the config differs.
  */
-import { mkdtempSync, rmSync } from "node:fs";
-import os from "node:os";
+import { mkdirSync, rmSync } from "node:fs";
 import path from "node:path";
 import { WorkerError, AgentrlError } from "../errors.js";
 import type { SglangClient } from "../engine/index.js";
@@ -70,7 +69,10 @@ export async function trainLoop(options: TrainLoopOptions): Promise<TrainLoopRes
     config.data.shuffle,
     options.resumeState ? { ...options.resumeState.cursor } : undefined,
   );
-  const scratch = mkdtempSync(path.join(os.tmpdir(), "agentrl-train-"));
+  // In the run folder, not $TMPDIR: a run killed mid-step leaves its batch files where its next start clears them.
+  const scratch = runDir.scratchDir;
+  rmSync(scratch, { recursive: true, force: true });
+  mkdirSync(scratch, { recursive: true });
   const padTokenId = parts.model.eosTokenIds[0] ?? 0;
   let step = options.resumeState?.step ?? 0;
   let lastCheckpoint = options.resumeState ? path.join(runDir.root, options.resumeState.checkpoint) : undefined;

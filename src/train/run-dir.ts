@@ -33,6 +33,10 @@ export class RunDir {
   get metricsFile(): string {
     return path.join(this.root, "metrics.jsonl");
   }
+  /** Per-step batch and log-prob files while a step runs; emptied when a run starts, removed when it ends. */
+  get scratchDir(): string {
+    return path.join(this.root, ".scratch");
+  }
   get weightsDir(): string {
     return path.join(this.root, "weights");
   }
