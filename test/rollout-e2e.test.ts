@@ -129,6 +129,19 @@ describe("rollout with the calc_gsm8k_reward tool", () => {
     expect(all.map((t) => t.reward)).toEqual([1, 1, 0, 0, 0, 0]);
     expect(new Set(all.map((t) => t.group_id))).toEqual(new Set(["0", "1", "2"]));
   });
+
+  it("without a terminal and without --json, prints a progress line per tenth of the run", async () => {
+    const progressOut = path.join(path.dirname(out), "progress.jsonl");
+    const run = await runCli([
+      "rollout", "--data", path.join(data, "test.parquet"), "--model", QWEN3_DIR, "--server", fake.url,
+      "--tools", path.join(REPO_ROOT, "tool-configs/gsm8k_tool_config.yaml"), "--n", "4", "--out", progressOut,
+    ]);
+    expect(run.code, run.stderr).toBe(0);
+    const lines = run.stderr.split("\n").filter((line) => / done \| reward /.test(line));
+    expect(lines.length).toBeGreaterThan(0);
+    expect(lines.length).toBeLessThanOrEqual(10);
+    expect(lines.at(-1)).toMatch(/^12\/12 done/);
+  });
 });
 
 describe("rollout with the gsm8k interaction (simulated user)", () => {

@@ -160,6 +160,10 @@ export async function runRolloutCommand(flags: RolloutFlags): Promise<void> {
   process.on("SIGTERM", onSigint);
 
   const spinner = ora({ stream: process.stderr, isSilent: Boolean(flags.quiet) || !process.stderr.isTTY });
+  // Without a terminal (a log file, nohup, CI) the spinner is silent: a line per tenth of the run shows progress
+  // instead. --json keeps stderr quiet for scripts.
+  const progressLines = !flags.quiet && !flags.json && !process.stderr.isTTY;
+  let nextTenth = 1;
   const cleanups: Array<() => Promise<unknown>> = [];
   let started = performance.now();
   let already = 0;
@@ -218,6 +222,11 @@ export async function runRolloutCommand(flags: RolloutFlags): Promise<void> {
           `${already + s.count}/${total} done | reward ${s.reward.mean.toFixed(3)} | acc ${pct(s.accuracy)} | ` +
           `tool calls/traj ${s.toolCallsPerTrajectory.toFixed(2)} | errors ${failed} failed, ${pct(s.toolErrorRate)} tool | ` +
           `${Math.round(s.sampledTokens / Math.max(seconds, 1e-9))} tok/s | in flight ${inFlight}`;
+        const todo = total - already;
+        if (progressLines && todo > 0 && s.count * 10 >= nextTenth * todo) {
+          process.stderr.write(`${spinner.text}\n`);
+          nextTenth = Math.floor((s.count * 10) / todo) + 1;
+        }
       },
     });
   } finally {

@@ -85,7 +85,8 @@ Examples:
   $ agentrl rollout --config rollout.yaml --over-sample-rate 0.1   # stop waiting once 90% have finished
 
 Every trajectory ends completed, truncated (a length budget), aborted (deadline, over-sampling) or failed (with the
-reason). Exit code: 0 when none failed, 1 when some failed, 2 for bad flags or config, 130 on Ctrl-C.`,
+reason). Progress: a live line on a terminal; in a log file, one line per tenth of the run (none with --json or
+--quiet). Exit code: 0 when none failed, 1 when some failed, 2 for bad flags or config, 130 on Ctrl-C.`,
     )
     .action(async (flags: RolloutFlags) => {
       const { runRolloutCommand } = await import("../rollout-view.js");
