@@ -279,6 +279,8 @@ describe("agentrl train under faults (CPU demo)", () => {
       if (signal === "SIGKILL") {
         expect(exit.signal).toBe("SIGKILL");
         expect(await survivors(pids, ORPHAN_GRACE_MS)).toEqual([]);
+        // The worker's socket folder went once rank 0 connected: a killed run leaves nothing in its TMPDIR.
+        expect(readdirSync(run.tmp).filter((name) => name.startsWith("agentrl-"))).toEqual([]);
       } else {
         expect(exit.code, run.stderr()).toBe(130);
         expect(run.stderr()).toContain("--resume");

@@ -209,6 +209,9 @@ export class WorkerClient {
     }
     child.off("exit", onEarlyExit);
     child.off("error", onEarlyError);
+    // Rank 0 is connected and no one else connects: the socket's name can go now, so even a CLI killed with
+    // SIGKILL later leaves nothing in $TMPDIR (the connection lives on without it).
+    rmSync(socketDir, { recursive: true, force: true });
     const client = new WorkerClient(child, server, socketDir, socket, ready.data.world_size, ready.data.pid);
     client.logTail.push(...tail);
     child.stdout!.off("data", collectStdout);
