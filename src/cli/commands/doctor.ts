@@ -1,11 +1,6 @@
 import type { Command } from "commander";
-import { UsageError } from "../../errors.js";
+import { positiveInt } from "../flag-values.js";
 
-const positiveInt = (flag: string) => (value: string) => {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n <= 0) throw new UsageError(`${flag} must be a positive integer, got '${value}'`);
-  return n;
-};
 
 export function registerDoctor(program: Command): void {
   program

@@ -1,18 +1,7 @@
 import type { Command } from "commander";
-import { UsageError } from "../../errors.js";
+import { collect, nonNegativeInt, positiveInt } from "../flag-values.js";
 import type { InspectFlags } from "../../inspect/command.js";
 
-const collect = (value: string, previous: string[] = []) => [...previous, value];
-const nonNegativeInt = (flag: string) => (value: string) => {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 0) throw new UsageError(`${flag} must be an integer ≥ 0, got '${value}'`);
-  return n;
-};
-const positiveInt = (flag: string) => (value: string) => {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n <= 0) throw new UsageError(`${flag} must be a positive integer, got '${value}'`);
-  return n;
-};
 
 export function registerInspect(program: Command): void {
   program

@@ -1,5 +1,5 @@
 import { Command, Option } from "commander";
-import { UsageError } from "../../errors.js";
+import { anyInteger, positiveInt } from "../flag-values.js";
 
 interface Gsm8kFlags {
   input?: string;
@@ -21,26 +21,6 @@ interface VaultFlags {
   json?: boolean;
 }
 
-function parseCount(flag: string) {
-  return (value: string): number => {
-    const n = Number(value);
-    if (!Number.isInteger(n) || n <= 0) throw new UsageError(`${flag} must be a positive integer, got '${value}'`);
-    return n;
-  };
-}
-
-function parseSeed(value: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n)) throw new UsageError(`--seed must be an integer, got '${value}'`);
-  return n;
-}
-
-function parseLimit(value: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n <= 0) throw new UsageError(`--limit must be a positive integer, got '${value}'`);
-  return n;
-}
-
 export function registerPreprocess(program: Command): void {
   const preprocess = program
     .command("preprocess")
@@ -56,7 +36,7 @@ export function registerPreprocess(program: Command): void {
         .default("tool"),
     )
     .addOption(new Option("--split <name>", "which split(s) to write").choices(["train", "test", "all"]).default("all"))
-    .option("--limit <n>", "keep only the first N valid rows of each split", parseLimit)
+    .option("--limit <n>", "keep only the first N valid rows of each split", positiveInt("--limit"))
     .option("--force", "overwrite existing output files")
     .option("--skip-invalid", "skip records without a '#### <answer>', with malformed JSON or missing fields, and report how many")
     .option("--json", "print the result as JSON instead of a table")
@@ -80,9 +60,9 @@ Writes are atomic: a crash never leaves a half-written parquet file.`,
     .command("vault")
     .description("The CPU demo's synthetic task: vaults with a hidden one-digit code that only the open_vault tool reveals")
     .option("-o, --out <dir>", "output folder for train.parquet and test.parquet", "data/vault")
-    .option("--train-rows <n>", "rows of train.parquet", parseCount("--train-rows"), 2000)
-    .option("--test-rows <n>", "rows of test.parquet", parseCount("--test-rows"), 100)
-    .option("--seed <n>", "seed of the vault names and codes (same seed, same files)", parseSeed, 0)
+    .option("--train-rows <n>", "rows of train.parquet", positiveInt("--train-rows"), 2000)
+    .option("--test-rows <n>", "rows of test.parquet", positiveInt("--test-rows"), 100)
+    .option("--seed <n>", "seed of the vault names and codes (same seed, same files)", anyInteger("--seed"), 0)
     .option("--force", "overwrite existing output files")
     .option("--json", "print the result as JSON instead of a table")
     .addHelpText(

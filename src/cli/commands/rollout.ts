@@ -1,17 +1,6 @@
 import { Command, Option } from "commander";
-import { UsageError } from "../../errors.js";
+import { collect, nonNegativeNumber, positiveInt } from "../flag-values.js";
 
-const collect = (value: string, previous: string[] = []) => [...previous, value];
-const positiveInt = (flag: string) => (value: string) => {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n <= 0) throw new UsageError(`${flag} must be a positive integer, got '${value}'`);
-  return n;
-};
-const nonNegativeNumber = (flag: string) => (value: string) => {
-  const n = Number(value);
-  if (!Number.isFinite(n) || n < 0) throw new UsageError(`${flag} must be a number ≥ 0, got '${value}'`);
-  return n;
-};
 
 export interface RolloutFlags {
   config?: string;

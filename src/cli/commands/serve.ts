@@ -1,5 +1,6 @@
 import type { Command } from "commander";
 import { UsageError } from "../../errors.js";
+import { integerAtLeast } from "../flag-values.js";
 
 export interface ServeFlags {
   engine: string;
@@ -18,11 +19,6 @@ export interface ServeFlags {
   replicas?: number;
 }
 
-const integer = (flag: string, min: number) => (value: string) => {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < min) throw new UsageError(`${flag} must be an integer ≥ ${min}, got '${value}'`);
-  return n;
-};
 
 const gpuList = (value: string) => {
   const ids = value.split(",").map((part) => part.trim());
@@ -37,17 +33,17 @@ export function registerServe(program: Command): void {
     .argument("[engine-args...]", "extra flags for the engine, after --")
     .requiredOption("-e, --engine <kind>", "embedded (PyTorch, CPU or one GPU) or sglang")
     .option("-m, --model <dir>", "model folder (SGLang also takes a Hugging Face id)")
-    .option("-p, --port <port>", "port to serve on; 0 picks a free one", integer("--port", 0), 30000)
+    .option("-p, --port <port>", "port to serve on; 0 picks a free one", integerAtLeast("--port", 0), 30000)
     .option("--host <host>", "address to bind", "127.0.0.1")
     .option("--gpus <ids>", "GPU ids, e.g. 0,1,2,3 (CUDA_VISIBLE_DEVICES); sglang's tp size defaults to their count", gpuList)
-    .option("--tp <n>", "sglang tensor-parallel size (--tp-size)", integer("--tp", 1))
-    .option("--dp <n>", "sglang data-parallel replicas behind one port (--dp-size)", integer("--dp", 1))
-    .option("--replicas <n>", "sglang: N separate servers on ports port+1..port+N, each on 1/N of --gpus, behind the sglang router on --port", integer("--replicas", 1))
+    .option("--tp <n>", "sglang tensor-parallel size (--tp-size)", integerAtLeast("--tp", 1))
+    .option("--dp <n>", "sglang data-parallel replicas behind one port (--dp-size)", integerAtLeast("--dp", 1))
+    .option("--replicas <n>", "sglang: N separate servers on ports port+1..port+N, each on 1/N of --gpus, behind the sglang router on --port", integerAtLeast("--replicas", 1))
     .option("--colocated", "training shares these GPUs: start sglang with --enable-memory-saver")
     .option("--api-key <key>", "require this API key (prefer the SGLANG_API_KEY environment variable: flags show in ps)")
     .option("--python <path>", "Python interpreter with the engine installed (default: .venv/bin/python, else python3)")
     .option("--log-file <file>", "append the engine's output here instead of printing it")
-    .option("--startup-timeout <s>", "seconds to wait for /health", integer("--startup-timeout", 1), 600)
+    .option("--startup-timeout <s>", "seconds to wait for /health", integerAtLeast("--startup-timeout", 1), 600)
     .option("-q, --quiet", "do not print the engine's output")
     .addHelpText(
       "after",

@@ -1,12 +1,6 @@
 import { Command } from "commander";
-import { UsageError } from "../../errors.js";
+import { collect, positiveInt } from "../flag-values.js";
 
-const collect = (value: string, previous: string[] = []) => [...previous, value];
-const positiveInt = (flag: string) => (value: string) => {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n <= 0) throw new UsageError(`${flag} must be a positive integer, got '${value}'`);
-  return n;
-};
 
 export interface TrainFlags {
   config?: string;
