@@ -8,7 +8,7 @@
  */
 import { Tokenizer } from "@huggingface/tokenizers";
 import { Template } from "@huggingface/jinja";
-import { AgentrlError, InputError } from "../errors.js";
+import { InputError } from "../errors.js";
 import { readModelFiles, tokenText, type ModelFiles } from "./files.js";
 import { LruMap } from "./lru-map.js";
 import { addedTokenSplitter, encodeSegmented } from "./segmented-encode.js";

@@ -227,7 +227,7 @@ export interface ParquetInfo {
 
 /** Row count, row groups and schema, read from the footer only. */
 export async function readParquetInfo(file: string): Promise<ParquetInfo> {
-  const handle = await openParquet(file);
+  const handle = await openParquetFile(file);
   const meta = handle.metadata().fileMetadata();
   const schema = tableFromIPC(
     (await handle.read({ limit: 0 })).intoIPCStream(),
@@ -235,7 +235,8 @@ export async function readParquetInfo(file: string): Promise<ParquetInfo> {
   return { numRows: meta.numRows(), numRowGroups: handle.metadata().numRowGroups(), schema };
 }
 
-async function openParquet(file: string): Promise<parquet.ParquetFile> {
+/** Opens a parquet file for streaming reads; a missing or unreadable file is an InputError naming it. */
+export async function openParquetFile(file: string): Promise<parquet.ParquetFile> {
   try {
     return await parquet.ParquetFile.fromFile(await openAsBlob(file));
   } catch (err) {
@@ -252,7 +253,7 @@ export async function* streamParquetRows(
   file: string,
   options: { batchSize?: number; columns?: string[] } = {},
 ): AsyncGenerator<{ index: number; row: Record<string, unknown> }> {
-  const handle = await openParquet(file);
+  const handle = await openParquetFile(file);
   const readerOptions: parquet.ReaderOptions = { batchSize: options.batchSize ?? 1024 };
   if (options.columns) readerOptions.columns = options.columns;
   const stream = await handle.stream(readerOptions);

@@ -15,7 +15,6 @@ import {
   fsyncSync,
   ftruncateSync,
   openSync,
-  openAsBlob,
   promises as fs,
   readSync,
   renameSync,
@@ -27,7 +26,7 @@ import * as parquet from "parquet-wasm";
 import { InputError, RefusedError } from "../errors.js";
 import { pathExists, temporarySibling } from "./atomic.js";
 import { readJsonLines } from "./jsonl.js";
-import { streamParquetRows, writeParquetRows, writeParquetStream } from "./parquet.js";
+import { openParquetFile, streamParquetRows, writeParquetRows, writeParquetStream } from "./parquet.js";
 import { trajectoryArrowSchema, trajectorySchema, type Trajectory } from "./trajectory.js";
 import { formatIssues } from "./verl-rows.js";
 
@@ -241,7 +240,7 @@ async function mergeParts(partsDir: string, file: string, rowGroupSize: number):
   const parts = await listParts(partsDir);
   async function* batches(): AsyncGenerator<parquet.RecordBatch> {
     for (const part of parts) {
-      const handle = await parquet.ParquetFile.fromFile(await openAsBlob(path.join(partsDir, part)));
+      const handle = await openParquetFile(path.join(partsDir, part));
       yield* (await handle.stream()) as unknown as AsyncIterable<parquet.RecordBatch>;
     }
   }

@@ -8,11 +8,10 @@
  * type of trajectoryArrowSchema (src/data/trajectory.ts); arrow then guarantees every row's shape. Otherwise it is
  * an InputError naming the file and the column.
  */
-import { openAsBlob } from "node:fs";
 import { makeVector, tableFromIPC, type Data, type Field, type Schema, type Vector } from "apache-arrow";
 import * as parquet from "parquet-wasm";
 import { InputError } from "../errors.js";
-import { tableRows } from "../data/parquet.js";
+import { openParquetFile, tableRows } from "../data/parquet.js";
 import { formatIssues } from "../data/verl-rows.js";
 import { trajectoryArrowSchema, trajectorySchema, type Trajectory } from "../data/trajectory.js";
 import type { TrajectoryRecord } from "./record.js";
@@ -21,15 +20,6 @@ import type { TrajectoryRecord } from "./record.js";
 const BATCH_ROWS = 8192;
 
 const LIST_COLUMNS = new Set(["prompt_ids", "response_ids", "response_mask", "response_logprobs", "trainer_logprobs"]);
-
-async function openFile(file: string): Promise<parquet.ParquetFile> {
-  try {
-    return await parquet.ParquetFile.fromFile(await openAsBlob(file));
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ENOENT") throw new InputError(`${file}: no such file`);
-    throw new InputError(`${file}: not a readable parquet file (${(err as Error).message ?? err})`, { cause: err });
-  }
-}
 
 function checkColumns(file: string, schema: Schema, columns: readonly string[]): void {
   const expected = new Map<string, Field>(trajectoryArrowSchema.fields.map((f) => [f.name, f]));
@@ -90,7 +80,7 @@ function callsReader(data: Data): Read {
 
 /** Streams projected records carrying exactly `columns`. */
 export async function* streamTrajectoryColumns(file: string, columns: readonly string[]): AsyncGenerator<TrajectoryRecord> {
-  const handle = await openFile(file);
+  const handle = await openParquetFile(file);
   const wanted = [...new Set(columns)];
   let schema: Schema;
   try {
@@ -124,7 +114,7 @@ export async function* streamTrajectoryColumns(file: string, columns: readonly s
  * streamTrajectoryColumns this finds one trajectory of a big file by reading only the id column, then that row.
  */
 export async function readTrajectoryRows(file: string, rows: readonly number[]): Promise<Trajectory[]> {
-  const handle = await openFile(file);
+  const handle = await openParquetFile(file);
   const out: Trajectory[] = [];
   for (const row of rows) {
     const table = tableFromIPC((await handle.read({ offset: row, limit: 1 })).intoIPCStream());
