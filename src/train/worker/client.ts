@@ -96,7 +96,6 @@ export class WorkerClient {
   private constructor(
     private readonly child: ChildProcess,
     private readonly server: net.Server,
-    private readonly socketDir: string,
     private socket: net.Socket | undefined,
     /** Ranks in the job. */
     readonly worldSize: number,
@@ -212,7 +211,7 @@ export class WorkerClient {
     // Rank 0 is connected and no one else connects: the socket's name can go now, so even a CLI killed with
     // SIGKILL later leaves nothing in $TMPDIR (the connection lives on without it).
     rmSync(socketDir, { recursive: true, force: true });
-    const client = new WorkerClient(child, server, socketDir, socket, ready.data.world_size, ready.data.pid);
+    const client = new WorkerClient(child, server, socket, ready.data.world_size, ready.data.pid);
     client.logTail.push(...tail);
     child.stdout!.off("data", collectStdout);
     child.stderr!.off("data", collectStderr);
@@ -380,7 +379,6 @@ export class WorkerClient {
     this.socket?.destroy();
     this.socket = undefined;
     this.server.close();
-    rmSync(this.socketDir, { recursive: true, force: true });
   }
 }
 
