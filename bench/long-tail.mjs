@@ -5,7 +5,7 @@
  * A discrete-event simulation (bench/lib/serving-sim.mjs): simulated time, exact and seeded, every schedule replaying
  * the same drawn trajectories. Prints one markdown section.
  *
- *   node bench/long-tail.mjs            # 10 seeds per cell
+ *   npx tsc -p tsconfig.json && node bench/long-tail.mjs            # 10 seeds per cell
  *   BENCH_QUICK=1 node bench/long-tail.mjs   # 3 seeds
  */
 import { drawTrajectories, lognormal, pareto, runRequestLevel, runTurnSynchronous } from "./lib/serving-sim.mjs";

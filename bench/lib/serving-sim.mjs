@@ -9,17 +9,8 @@
  * are left out on purpose: they move all three schedules alike and would hide the effect being measured.
  */
 
-/** mulberry32: a small seeded PRNG, so every schedule can replay the same workload. */
-export function seededRandom(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+// The PRNG of src/data/random.ts, so every schedule can replay the same workload (`npx tsc -p tsconfig.json` first).
+import { seededRandom } from "../../dist/data/random.js";
 
 export function lognormal(random, median, sigma) {
   // Box-Muller; 1 - u keeps the log argument away from 0.
