@@ -10,7 +10,7 @@ import fc from "fast-check";
 import { Tokenizer } from "@huggingface/tokenizers";
 import { loadChatModel, type ChatModel } from "../src/chat/index.js";
 import { readModelFiles } from "../src/chat/files.js";
-import { LruMap } from "../src/chat/lru-map.js";
+import { LruMap } from "../src/lru-map.js";
 import { addedTokenSplitter, encodeSegmented } from "../src/chat/segmented-encode.js";
 import { QWEN3_DIR, materializeFixtureModel } from "./fixtures/templates/materialize.js";
 

@@ -10,7 +10,7 @@ import { Tokenizer } from "@huggingface/tokenizers";
 import { Template } from "@huggingface/jinja";
 import { InputError } from "../errors.js";
 import { readModelFiles, tokenText, type ModelFiles } from "./files.js";
-import { LruMap } from "./lru-map.js";
+import { LruMap } from "../lru-map.js";
 import { addedTokenSplitter, encodeSegmented } from "./segmented-encode.js";
 import { normalizeForTemplate, type ChatMessage, type ToolSchema } from "./messages.js";
 

@@ -13,7 +13,7 @@
  * same for every prompt of a run, a user question for the n samples and every re-render of their conversation,
  * the generation prompt for every turn. With pieces cached, only new text reaches the tokenizer.
  */
-import type { LruMap } from "./lru-map.js";
+import type { LruMap } from "../lru-map.js";
 
 interface AddedTokenSpec {
   content: string;

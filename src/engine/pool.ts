@@ -3,6 +3,7 @@
  * trajectory (its sticky key) stays on the server it started on, so the server's radix cache already holds its
  * prefix. A server that fails at the connection level is skipped for a cool-down, and its trajectories move.
  */
+import { LruMap } from "../lru-map.js";
 
 export interface ServerPoolOptions {
   /** How long a server that failed at the connection level is avoided. */
@@ -15,7 +16,7 @@ export interface ServerPoolOptions {
 export class ServerPool {
   private readonly inFlight = new Map<string, number>();
   private readonly unhealthyUntil = new Map<string, number>();
-  private readonly sticky = new Map<string, string>();
+  private readonly sticky: LruMap<string, string>;
   /** Rotates the tie-break so equal loads spread across servers instead of piling on the first. */
   private nextTieBreak = 0;
   private readonly now: () => number;
@@ -27,6 +28,7 @@ export class ServerPool {
     if (servers.length === 0) throw new Error("ServerPool needs at least one server");
     for (const server of servers) this.inFlight.set(server, 0);
     this.now = options.now ?? Date.now;
+    this.sticky = new LruMap(options.maxStickyKeys);
   }
 
   isHealthy(server: string): boolean {
@@ -40,18 +42,13 @@ export class ServerPool {
   pick(stickyKey?: string, avoid?: string): string {
     if (stickyKey !== undefined) {
       const pinned = this.sticky.get(stickyKey);
-      if (pinned !== undefined && pinned !== avoid && this.isHealthy(pinned)) {
-        // Refresh its place in the LRU order.
-        this.sticky.delete(stickyKey);
-        this.sticky.set(stickyKey, pinned);
-        return pinned;
-      }
+      if (pinned !== undefined && pinned !== avoid && this.isHealthy(pinned)) return pinned;
     }
     const healthy = this.servers.filter((s) => this.isHealthy(s));
     const preferred = healthy.filter((s) => s !== avoid);
     const candidates = preferred.length > 0 ? preferred : healthy.length > 0 ? healthy : this.servers;
     const chosen = this.leastOutstanding(candidates);
-    if (stickyKey !== undefined) this.remember(stickyKey, chosen);
+    if (stickyKey !== undefined) this.sticky.set(stickyKey, chosen);
     return chosen;
   }
 
@@ -68,15 +65,6 @@ export class ServerPool {
       }
     }
     return best;
-  }
-
-  private remember(stickyKey: string, server: string): void {
-    this.sticky.delete(stickyKey);
-    this.sticky.set(stickyKey, server);
-    if (this.sticky.size > this.options.maxStickyKeys) {
-      const oldest = this.sticky.keys().next().value;
-      if (oldest !== undefined) this.sticky.delete(oldest);
-    }
   }
 
   /** Drops a finished trajectory's pin. */

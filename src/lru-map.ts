@@ -1,10 +1,13 @@
-/** The caches of src/chat (encoded pieces, rendered conversations): bounded, least recently used out first. */
-/** A map that keeps its `maxEntries` most recently used entries. */
+/**
+ * A map that keeps its `maxEntries` most recently used entries: the chat caches (renders, encoded pieces) and the
+ * engine pool's sticky trajectory → server pins.
+ */
 export class LruMap<K, V> {
   private readonly entries = new Map<K, V>();
 
   constructor(private readonly maxEntries: number) {}
 
+  /** The value, now the most recently used. */
   get(key: K): V | undefined {
     const value = this.entries.get(key);
     if (value !== undefined) {
@@ -14,8 +17,14 @@ export class LruMap<K, V> {
     return value;
   }
 
+  /** Sets the value as the most recently used, forgetting the least recently used entry beyond the bound. */
   set(key: K, value: V): void {
+    this.entries.delete(key);
     this.entries.set(key, value);
     if (this.entries.size > this.maxEntries) this.entries.delete(this.entries.keys().next().value!);
+  }
+
+  delete(key: K): void {
+    this.entries.delete(key);
   }
 }
