@@ -2,13 +2,15 @@
  * Configs as users write them: `--dry-run` shows the effective config and what it implies; a misspelled key is an
  * error that names the nearest valid key (never a silent no-op); wrong types name their path; --set overrides.
  */
-import { describe, expect, it } from "vitest";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { afterAll, describe, expect, it } from "vitest";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { runCli } from "./helpers/cli.js";
+import { REPO_ROOT, runCli } from "./helpers/cli.js";
+import { QWEN3_DIR } from "./helpers/qwen3.js";
 
 const dir = mkdtempSync(path.join(os.tmpdir(), "agentrl-config-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
 function config(name: string, text: string): string {
   const file = path.join(dir, name);
   writeFileSync(file, text);
@@ -98,6 +100,23 @@ describe("agentrl rollout --dry-run", () => {
     expect(result.code, result.stderr).toBe(0);
     const { implied } = JSON.parse(result.stdout);
     expect(implied).toMatchObject({ requestsInFlight: 16, tokenBudgetPerTrajectory: 150 });
+  });
+
+  it("--reward-name picks the reward module's function; a missing one names the file and what it exports, exit 2", async () => {
+    const module = path.join(REPO_ROOT, "test", "fixtures", "rewards", "named-rewards.mjs");
+    const dry = await runCli(["rollout", "--dry-run", "--json", "--reward", module, "--reward-name", "strict_reward"]);
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(JSON.parse(dry.stdout).config.custom_reward_function).toEqual({ path: module, name: "strict_reward", reward_kwargs: {} });
+    const out = path.join(dir, "never-written.parquet");
+    const result = await runCli([
+      "rollout", "--data", path.join(REPO_ROOT, "examples", "cpu-demo", "data", "test.parquet"), "--model", QWEN3_DIR,
+      "--server", "http://127.0.0.1:9", "--reward", module, "--reward-name", "my_reward", "--out", out,
+    ]);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain(
+      `reward module ${module}: no exported function my_reward (custom_reward_function.name); it exports: computeScore, compute_score, kwargs_reward, strict_reward`,
+    );
+    expect(existsSync(out)).toBe(false);
   });
 
   it("rejects an unknown multi_turn key with a suggestion", async () => {

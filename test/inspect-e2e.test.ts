@@ -178,7 +178,7 @@ describe("show", () => {
       "── user (interaction) · after turn 1", "Your response is incorrect!",
       "── assistant · turn 2", "#### 18",
       "── user (interaction) · after turn 2", "Your response is correct!",
-      "── reward", "reward 1 (score 1 · tool rewards [-0.050] · turn scores [0, 1])", "finish reason: interaction_done",
+      "── reward", "reward 1 (score 1 · tool rewards [-0.050] · turn scores [0, 1] · extra {\"acc\":true})", "finish reason: interaction_done",
     ];
     let at = 0;
     for (const piece of order) {
@@ -265,7 +265,12 @@ describe("filtering and sorting", () => {
     id: (t) => t.id, group: (t) => t.group_id, data_source: (t) => t.data_source, status: (t) => t.status,
     finish: (t) => t.finish_reason, drift: (t) => t.drift, error: (t) => t.error ?? null, ground_truth: (t) => t.ground_truth ?? null,
     weight_version: (t) => t.weight_version ?? null, server: (t) => t.server ?? null, tool: (t) => t.calls[0]?.name ?? null,
-    reward: (t) => t.reward, score: (t) => t.score, advantage: (t) => t.advantage ?? null, turns: (t) => t.assistant_turns,
+    reward: (t) => t.reward, score: (t) => t.score,
+    acc: (t) => {
+      const acc = (JSON.parse(t.reward_extra ?? "{}") as { acc?: unknown }).acc; // the built-in scorers report it
+      return typeof acc === "boolean" ? Number(acc) : Number(t.score >= 1);
+    },
+    advantage: (t) => t.advantage ?? null, turns: (t) => t.assistant_turns,
     num_turns: (t) => t.num_turns, user_turns: (t) => t.user_turns, tool_calls: (t) => t.tool_calls, tool_errors: (t) => t.tool_errors,
     parse_errors: (t) => t.parse_errors, length: (t) => t.response_ids.length,
     sampled: (t) => t.response_mask.filter((m) => m === 1).length, prompt_length: (t) => t.prompt_ids.length,

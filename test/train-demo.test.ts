@@ -39,10 +39,14 @@ const KILL_AFTER_STEP = 3;
 const RUN_TIMEOUT_MS = 420_000;
 const scratch = mkdtempSync(path.join(os.tmpdir(), "agentrl-train-demo-"));
 
-/** The demo config, shortened: fewer steps at a higher learning rate, a checkpoint every step, no validation. */
+/**
+ * The demo config, shortened: fewer steps at a higher learning rate, a checkpoint every step, no validation, and the
+ * shaped vault reward (the default is correctness only, which a random-init policy does not reach in 16 steps).
+ */
 function trainArgs(runDir: string, steps = STEPS): string[] {
   return [
     "train", "--config", CONFIG, "--json",
+    "--set", "custom_reward_function.reward_kwargs.shaped=true",
     "--set", `trainer.default_local_dir=${runDir}`,
     "--set", `trainer.total_training_steps=${steps}`,
     "--set", "trainer.save_freq=1",
@@ -111,21 +115,22 @@ describe("the vault task", () => {
     await tools.close();
   });
 
-  it("scores a run call and the right answer, with format credit only while no call ran", () => {
+  it("shaped (reward_kwargs.shaped): scores a run call and the right answer, with format credit only while no call ran", () => {
+    const shaped = { shaped: true };
     const answered = (call: string, code: string) => `${call}\nuser\n<tool_response>\n4\n</tool_response>\nassistant\n${code}`;
-    expect(scoreVault(answered(CALL, "4"), "4", [1]).score).toBe(1);
-    expect(scoreVault(answered(CALL, "5"), "4", [1]).score).toBe(0.5);
+    expect(scoreVault(answered(CALL, "4"), "4", [1], shaped).score).toBe(1);
+    expect(scoreVault(answered(CALL, "5"), "4", [1], shaped).score).toBe(0.5);
     // The parser accepts `<tool_call>` body `<tool_call>`; the call ran, but amid junk it pays 0.2 + format credit.
-    expect(scoreVault(answered(`<tool_call>${CALL_BODY}<tool_call>`, "4"), "4", [1]).score).toBeCloseTo(0.2 + 0.16 * (1 - 3 / 32) + 0.5);
+    expect(scoreVault(answered(`<tool_call>${CALL_BODY}<tool_call>`, "4"), "4", [1], shaped).score).toBeCloseTo(0.2 + 0.16 * (1 - 3 / 32) + 0.5);
     // Format credit: 0.04 per piece present + 0.04 per token of the ordered run, times (1 - tokens / 32).
-    expect(scoreVault(CALL, "4", []).score).toBeCloseTo(0.24 * (1 - 3 / 32)); // well-formed but never run (cut turn)
-    expect(scoreVault(`x<tool_call>${CALL_BODY}y`, "4", []).score).toBeCloseTo(0.16 * (1 - 4 / 32));
-    expect(scoreVault("</tool_call>a<tool_call>", "4", []).score).toBeCloseTo(0.12 * (1 - 3 / 32));
-    expect(scoreVault(`${CALL}${"x".repeat(40)}`, "4", []).score).toBe(0); // a turn that never ends earns nothing
-    expect(scoreVault("hello", "4", []).score).toBe(0);
-    expect(scoreVault("4", "4", []).score).toBe(0.5); // a lucky guess without the tool
+    expect(scoreVault(CALL, "4", [], shaped).score).toBeCloseTo(0.24 * (1 - 3 / 32)); // well-formed but never run (cut turn)
+    expect(scoreVault(`x<tool_call>${CALL_BODY}y`, "4", [], shaped).score).toBeCloseTo(0.16 * (1 - 4 / 32));
+    expect(scoreVault("</tool_call>a<tool_call>", "4", [], shaped).score).toBeCloseTo(0.12 * (1 - 3 / 32));
+    expect(scoreVault(`${CALL}${"x".repeat(40)}`, "4", [], shaped).score).toBe(0); // a turn that never ends earns nothing
+    expect(scoreVault("hello", "4", [], shaped).score).toBe(0);
+    expect(scoreVault("4", "4", [], shaped).score).toBe(0.5); // a lucky guess without the tool
     // A faked tool response earns nothing for the call: only the tool's step reward proves a call ran.
-    expect(scoreVault("<tool_response>\n4\n</tool_response>\nassistant\n3", "4", []).score).toBe(0);
+    expect(scoreVault("<tool_response>\n4\n</tool_response>\nassistant\n3", "4", [], shaped).score).toBe(0);
   });
 });
 

@@ -38,6 +38,7 @@ export async function resolveRolloutConfig(flags: RolloutFlags): Promise<Rollout
     [`${rollout}.seed`, flags.seed],
     [`${rollout}.over_sample_rate`, flags.overSampleRate],
     ["custom_reward_function.path", flags.reward],
+    ["custom_reward_function.name", flags.rewardName],
     ["output.path", flags.out],
   ];
   for (const [key, value] of fromFlags) if (value !== undefined) setPath(tree, key, value);
@@ -181,7 +182,14 @@ export async function runRolloutCommand(flags: RolloutFlags): Promise<void> {
     const engineClient = makeClient(rollout, apiKey);
     client = engineClient;
     cleanups.unshift(() => engineClient.close());
-    const parts = await loadRolloutParts({ modelPath, rollout, rewardModulePath: config.custom_reward_function.path });
+    const reward = config.custom_reward_function;
+    const parts = await loadRolloutParts({
+      modelPath,
+      rollout,
+      rewardModulePath: reward.path,
+      rewardName: reward.name,
+      rewardKwargs: reward.reward_kwargs,
+    });
     cleanups.unshift(() => parts.close());
     const writer = await openTrajectoryWriter(config.output.path, {
       resume: Boolean(flags.resume),

@@ -173,6 +173,8 @@ export async function runTrainCommand(flags: TrainFlags): Promise<void> {
     modelPath: config.actor_rollout_ref.model.path,
     rollout,
     rewardModulePath: config.custom_reward_function.path,
+    rewardName: config.custom_reward_function.name,
+    rewardKwargs: config.custom_reward_function.reward_kwargs,
   });
 
   const stop = new AbortController();

@@ -85,7 +85,10 @@ export const trajectorySchema = z.object({
   score: z.number(),
   tool_rewards: z.array(z.number()),
   turn_scores: z.array(z.number()),
-  /** Extra reward parts from a user's reward module (JSON text). */
+  /**
+   * Extra reward parts (JSON text, verl's reward_extra_info): what a user's reward module returned next to `score`,
+   * and `acc` (the answer is correct), which the built-in scorers report and the accuracy metrics read.
+   */
   reward_extra: z.string().nullish(),
   advantage: z.number().nullish(),
 
@@ -110,6 +113,26 @@ export const trajectorySchema = z.object({
   retries: z.number().int(),
 });
 export type Trajectory = z.infer<typeof trajectorySchema>;
+
+/**
+ * The trajectory's accuracy, 0..1: the `acc` its scorer reported in reward_extra (a boolean, or a number as verl's
+ * reward_extra_info allows), else score ≥ 1, the rule for scorers that report none. A shaped reward then does not
+ * count as accuracy, and a correct answer counts even when the reward is below 1.
+ */
+export function trajectoryAcc(t: { score: number; reward_extra?: string | null | undefined }): number {
+  if (t.reward_extra) {
+    let extra: unknown;
+    try {
+      extra = JSON.parse(t.reward_extra);
+    } catch {
+      extra = undefined; // not ours to judge here: inspect shows the text as it is
+    }
+    const acc = extra !== null && typeof extra === "object" ? (extra as Record<string, unknown>)["acc"] : undefined;
+    if (typeof acc === "boolean") return acc ? 1 : 0;
+    if (typeof acc === "number" && Number.isFinite(acc)) return acc;
+  }
+  return t.score >= 1 ? 1 : 0;
+}
 
 export function trajectoryKey(dataIndex: number, sampleIndex: number): string {
   return `${dataIndex}:${sampleIndex}`;

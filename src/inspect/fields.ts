@@ -2,6 +2,7 @@
  * The fields of a trajectory that `--where` filters on and `--sort` orders by, under the short names people type
  * (`turns`, `finish`, `length`). One table, so filter, sort and list columns always agree.
  */
+import { trajectoryAcc } from "../data/trajectory.js";
 import { sampledTokens, type TrajectoryRecord } from "./record.js";
 
 export type FieldValue = number | string | null;
@@ -48,7 +49,8 @@ export const FIELDS: Record<string, FieldSpec> = {
     all: (t) => t.calls.map((c) => c.name),
   },
   reward: num("training reward", ["reward"], (t) => t.reward),
-  score: num("outcome score (accuracy counts score >= 1)", ["score"], (t) => t.score),
+  score: num("outcome score", ["score"], (t) => t.score),
+  acc: num("accuracy: the scorer's reported acc (1/0), else score >= 1", ["score", "reward_extra"], trajectoryAcc),
   advantage: num("GRPO advantage (run folders)", ["advantage"], (t) => t.advantage),
   turns: num("assistant turns", ["assistant_turns"], (t) => t.assistant_turns),
   num_turns: num("all turns: prompt + assistant + tool/user", ["num_turns"], (t) => t.num_turns),

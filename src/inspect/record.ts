@@ -23,7 +23,7 @@ export type TrajectoryRecord = Omit<
 
 /** The columns InspectStats.add reads. */
 export const SUMMARY_COLUMNS = [
-  "id", "data_source", "status", "finish_reason", "reward", "score", "assistant_turns", "tool_calls", "tool_errors",
+  "id", "data_source", "status", "finish_reason", "reward", "score", "reward_extra", "assistant_turns", "tool_calls", "tool_errors",
   "parse_errors", "drift", "retries", "advantage", "response_ids", "response_mask", "trainer_logprobs", "calls",
 ] as const;
 

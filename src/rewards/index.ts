@@ -3,9 +3,13 @@ export {
   computeReward,
   loadRewardModule,
   hasBuiltinScorer,
+  builtinRewardKwargsSchema,
+  DEFAULT_REWARD_NAME,
+  type BuiltinRewardKwargs,
+  type LoadedRewardFunction,
   type RewardInput,
   type RewardFunction,
   type RewardRecord,
   type RewardResultObject,
 } from "./reward.js";
-export { scoreVault, vaultAnswer, vaultFormatCredit, VAULT_CALL_CREDIT, VAULT_MESSY_CALL_CREDIT, VAULT_LENGTH_SCALE, VAULT_FORMAT_STEP_CREDIT, VAULT_ANSWER_CREDIT, type VaultScore } from "./vault.js";
+export { scoreVault, vaultAnswer, vaultFormatCredit, VAULT_CALL_CREDIT, VAULT_MESSY_CALL_CREDIT, VAULT_LENGTH_SCALE, VAULT_FORMAT_STEP_CREDIT, VAULT_ANSWER_CREDIT, type VaultScore, type VaultScoreOptions } from "./vault.js";

@@ -23,8 +23,15 @@ export interface RewardInput {
   turnScores: number[];
 }
 
-/** A user reward module returns a number, or an object with a numeric `score` and any extra fields to record. */
-export type RewardFunction = (input: RewardInput) => number | RewardResultObject | Promise<number | RewardResultObject>;
+/**
+ * A user reward module returns a number, or an object with a numeric `score` and any extra fields to record (an `acc`
+ * field, boolean or number, is the accuracy the train metrics report). It is called with the RewardInput fields plus
+ * custom_reward_function.reward_kwargs, merged in with the kwargs winning (verl merges reward_kwargs into
+ * compute_score's keyword arguments the same way).
+ */
+export type RewardFunction = (
+  input: RewardInput & Record<string, unknown>,
+) => number | RewardResultObject | Promise<number | RewardResultObject>;
 export interface RewardResultObject {
   score: number;
   [key: string]: unknown;
@@ -37,17 +44,47 @@ export interface RewardRecord {
   source: string;
   toolRewards: number[];
   turnScores: number[];
-  /** Extra fields a user module returned next to `score` (verl records them as reward_extra_info). */
+  /**
+   * Extra fields next to `score` (verl records them as reward_extra_info): what a user module returned, and the
+   * built-in scorers' `acc` (whether the answer is correct), which the accuracy metrics read.
+   */
   extra: Record<string, unknown>;
+}
+
+/** A loaded user reward function: `exportName` is the export found (custom_reward_function.name or its JS spelling). */
+export interface LoadedRewardFunction {
+  fn: RewardFunction;
+  modulePath: string;
+  exportName: string;
+}
+
+/**
+ * custom_reward_function.reward_kwargs the built-in scorers take (validated in the config when no module is set, so a
+ * misspelled kwarg is an error, not a silent no-op). verl's default_compute_score takes none for openai/gsm8k either.
+ */
+export const builtinRewardKwargsSchema = z.strictObject({
+  shaped: z.boolean().optional().describe("agentrl/vault: the shaped reward (call and format credit) instead of correctness only"),
+});
+export type BuiltinRewardKwargs = z.infer<typeof builtinRewardKwargsSchema>;
+
+interface BuiltinScore {
+  score: number;
+  acc: boolean;
 }
 
 /**
  * data_source → built-in scorer; verl's `default_compute_score` scores openai/gsm8k with strict, 1.0/0.0.
  * agentrl/vault is the CPU demo's synthetic task (it also reads the tool step rewards).
  */
-const BUILTIN_SCORERS: Record<string, (responseText: string, groundTruth: string, input: RewardInput) => number> = {
-  "openai/gsm8k": (responseText, groundTruth) => computeScore(responseText, groundTruth, "strict", 0.0, 1.0),
-  "agentrl/vault": (responseText, groundTruth, input) => scoreVault(responseText, groundTruth, input.toolRewards).score,
+const BUILTIN_SCORERS: Record<string, (input: RewardInput, kwargs: BuiltinRewardKwargs) => BuiltinScore> = {
+  "openai/gsm8k": ({ responseText, groundTruth }) => {
+    const score = computeScore(responseText, groundTruth, "strict", 0.0, 1.0);
+    return { score, acc: score >= 1 };
+  },
+  "agentrl/vault": ({ responseText, groundTruth, toolRewards }, kwargs) => {
+    const vault = scoreVault(responseText, groundTruth, toolRewards, { shaped: kwargs.shaped ?? false });
+    return { score: vault.score, acc: vault.correct };
+  },
 };
 
 export function hasBuiltinScorer(dataSource: string): boolean {
@@ -62,18 +99,21 @@ const resultSchema = z.union([
 /**
  * Scores one trajectory. With `userFunction`, the user's module decides for every data source; otherwise the
  * built-in scorer for `dataSource` does, and an unknown data source is an input error (verl raises too).
+ * `rewardKwargs` is custom_reward_function.reward_kwargs: merged into a user function's input, or the built-in
+ * scorers' options (builtinRewardKwargsSchema).
  */
 export async function computeReward(
   input: RewardInput,
-  userFunction?: { fn: RewardFunction; modulePath: string },
+  userFunction?: Pick<LoadedRewardFunction, "fn" | "modulePath"> & { exportName?: string },
+  rewardKwargs: Record<string, unknown> = {},
 ): Promise<RewardRecord> {
   const base = { toolRewards: [...input.toolRewards], turnScores: [...input.turnScores] };
   if (userFunction) {
-    const raw = await userFunction.fn(input);
+    const raw = await userFunction.fn({ ...input, ...rewardKwargs });
     const parsed = resultSchema.safeParse(raw);
     if (!parsed.success) {
       throw new InputError(
-        `reward module ${userFunction.modulePath}: computeScore returned ${describeValue(raw)}; expected a finite number or {score: number, ...}`,
+        `reward module ${userFunction.modulePath}: ${userFunction.exportName ?? "computeScore"} returned ${describeValue(raw)}; expected a finite number or {score: number, ...}`,
       );
     }
     if (typeof parsed.data === "number") {
@@ -88,14 +128,31 @@ export async function computeReward(
       hint: `built-in: ${Object.keys(BUILTIN_SCORERS).join(", ")}; pass a reward module for other data sources`,
     });
   }
-  return { score: scorer(input.responseText, input.groundTruth, input), source: `builtin:${input.dataSource}`, ...base, extra: {} };
+  const kwargs = builtinRewardKwargsSchema.safeParse(rewardKwargs);
+  if (!kwargs.success) {
+    throw new InputError(`custom_reward_function.reward_kwargs: ${kwargs.error.issues.map((i) => `${[...i.path].join(".") || "(kwargs)"}: ${i.message}`).join("; ")}`, {
+      hint: `the built-in rewards take: ${Object.keys(builtinRewardKwargsSchema.shape).join(", ")}`,
+    });
+  }
+  const { score, acc } = scorer(input, kwargs.data);
+  return { score, source: `builtin:${input.dataSource}`, ...base, extra: { acc } };
 }
 
+/** The export verl looks up when custom_reward_function.name is not set. */
+export const DEFAULT_REWARD_NAME = "compute_score";
+
 /**
- * Loads a user's reward module (a .js/.mjs file exporting `computeScore`, or a default export that is one).
- * TypeScript files must be compiled first: Node 20 cannot import .ts.
+ * Loads a user's reward module (a .js/.mjs file) and finds the function named `name` (custom_reward_function.name).
+ * With the name at verl's default, `compute_score`, a JS module may also spell it `computeScore` or make it the
+ * default export (tried in that order), since that is how JS names things and how the earlier agentrl looked it up;
+ * an explicitly configured name must be exported under exactly that name. TypeScript files must be compiled first:
+ * Node 20 cannot import .ts.
  */
-export async function loadRewardModule(modulePath: string, cwd = process.cwd()): Promise<{ fn: RewardFunction; modulePath: string }> {
+export async function loadRewardModule(
+  modulePath: string,
+  name: string = DEFAULT_REWARD_NAME,
+  cwd = process.cwd(),
+): Promise<LoadedRewardFunction> {
   const absolute = path.resolve(cwd, modulePath);
   if (/\.(c|m)?ts$/.test(absolute)) {
     throw new InputError(`reward module ${modulePath}: TypeScript modules cannot be loaded by Node 20`, {
@@ -108,13 +165,36 @@ export async function loadRewardModule(modulePath: string, cwd = process.cwd()):
   } catch (err) {
     throw new InputError(`reward module ${modulePath}: cannot be loaded: ${(err as Error).message}`, { cause: err });
   }
-  const candidate = mod["computeScore"] ?? (mod["default"] as Record<string, unknown> | undefined)?.["computeScore"] ?? mod["default"];
-  if (typeof candidate !== "function") {
-    throw new InputError(`reward module ${modulePath}: no exported function computeScore`, {
-      hint: "export async function computeScore({ dataSource, responseText, groundTruth, extraInfo }) { return 1.0; }",
-    });
+  // A CommonJS module's exports arrive as the default export's properties.
+  const defaultExport = mod["default"];
+  const inDefault = (key: string): unknown =>
+    defaultExport !== null && (typeof defaultExport === "object" || typeof defaultExport === "function")
+      ? (defaultExport as Record<string, unknown>)[key]
+      : undefined;
+  const tries: Array<[string, unknown]> = [[name, mod[name] ?? inDefault(name)]];
+  if (name === DEFAULT_REWARD_NAME) tries.push(["computeScore", mod["computeScore"] ?? inDefault("computeScore")], ["default", defaultExport]);
+  const found = tries.find(([, value]) => typeof value === "function");
+  if (!found) {
+    const functions = exportedFunctions(mod);
+    const named = name === DEFAULT_REWARD_NAME ? `${name} (or computeScore, or a default export)` : name;
+    throw new InputError(
+      `reward module ${modulePath}: no exported function ${named} (custom_reward_function.name); ` +
+        (functions.length ? `it exports: ${functions.join(", ")}` : "it exports no functions"),
+      { hint: `export async function ${name}({ dataSource, responseText, groundTruth, extraInfo }) { return 1.0; }, or set custom_reward_function.name` },
+    );
   }
-  return { fn: candidate as RewardFunction, modulePath };
+  return { fn: found[1] as RewardFunction, modulePath, exportName: found[0] };
+}
+
+/** The names of a module's exported functions (a CommonJS module's too), for "no such function" errors. */
+function exportedFunctions(mod: Record<string, unknown>): string[] {
+  const names = new Set<string>();
+  for (const [key, value] of Object.entries(mod)) if (typeof value === "function") names.add(key);
+  const defaultExport = mod["default"];
+  if (defaultExport !== null && typeof defaultExport === "object") {
+    for (const [key, value] of Object.entries(defaultExport)) if (typeof value === "function") names.add(key);
+  }
+  return [...names].sort();
 }
 
 function describeValue(value: unknown): string {

@@ -1,5 +1,8 @@
 /**
- * The reward of the CPU demo's vault task (data_source `agentrl/vault`, docs/cpu-demo.md), in [0, 1]:
+ * The reward of the CPU demo's vault task (data_source `agentrl/vault`, docs/cpu-demo.md). By default it is
+ * correctness only: 1 when the final answer (the text after the last tool response) is exactly the vault's code, else 0,
+ * so no reward is paid for format alone (a policy cannot farm it). With `shaped`
+ * (custom_reward_function.reward_kwargs.shaped: true) it is the shaped reward below, in [0, 1]:
  *   0.5  a real `open_vault` call ran (the tool's step reward proves it: text alone cannot fake one) and the first
  *        turn was exactly that call (0.2 + the format credit when it ran amid other text), or else
  *        up to 0.24 of format credit for the pieces of a call in a short first turn (see vaultFormatCredit);
@@ -25,12 +28,20 @@ const RESPONSE_OPEN = "<tool_response>";
 const RESPONSE_CLOSE = "</tool_response>";
 
 export interface VaultScore {
+  /** Correctness only by default (1 or 0); the shaped reward with `shaped`. */
   score: number;
   calledTool: boolean;
   /** 0..0.24 (see vaultFormatCredit); it replaces the call credit only while no call ran. */
   formatCredit: number;
   answer: string;
+  /** The final answer is the code: what the scorer reports as `acc`, in both modes. */
   correct: boolean;
+}
+
+export interface VaultScoreOptions {
+  /** The shaped reward (call credit, format credit, answer credit) instead of correctness only. */
+  shaped?: boolean;
+  toolName?: string;
 }
 
 /**
@@ -88,7 +99,13 @@ export function vaultAnswer(responseText: string): string {
  * `responseText` is the decoded response with control tokens skipped (verl's solution_str), so `<tool_call>` and
  * `<tool_response>` (added, not special) are in it; `toolRewards` are the step rewards of the calls that ran.
  */
-export function scoreVault(responseText: string, groundTruth: string, toolRewards: readonly number[], toolName = "open_vault"): VaultScore {
+export function scoreVault(
+  responseText: string,
+  groundTruth: string,
+  toolRewards: readonly number[],
+  options: VaultScoreOptions = {},
+): VaultScore {
+  const toolName = options.toolName ?? "open_vault";
   const calledTool = toolRewards.some((r) => r > 0);
   // The first turn ends where the first tool response starts, less the template's `user` role line before it.
   const firstResponse = responseText.indexOf(RESPONSE_OPEN);
@@ -99,5 +116,6 @@ export function scoreVault(responseText: string, groundTruth: string, toolReward
   const callPart = !calledTool
     ? formatCredit
     : isCleanCall(firstTurn, toolName) ? VAULT_CALL_CREDIT : VAULT_MESSY_CALL_CREDIT + formatCredit;
-  return { score: callPart + (correct ? VAULT_ANSWER_CREDIT : 0), calledTool, formatCredit, answer, correct };
+  const score = options.shaped ? callPart + (correct ? VAULT_ANSWER_CREDIT : 0) : correct ? 1 : 0;
+  return { score, calledTool, formatCredit, answer, correct };
 }

@@ -4,6 +4,7 @@
  * Every key has a default and a description; docs/config.md is generated from the same descriptions.
  */
 import { z } from "zod";
+import { builtinRewardKwargsSchema, DEFAULT_REWARD_NAME } from "../rewards/reward.js";
 
 const seconds = (description: string, value: number) => z.number().positive().default(value).describe(`${description} (seconds)`);
 
@@ -71,6 +72,39 @@ export const rolloutSchema = z
   })
   .describe("actor_rollout_ref.rollout");
 
+/**
+ * verl's custom_reward_function, shared by `agentrl rollout` and `agentrl train`. Without a module, reward_kwargs are
+ * the built-in scorers' options and are checked here, so a misspelled one fails before any rollout.
+ */
+export const customRewardFunctionSchema = z
+  .strictObject({
+    path: z.string().nullable().default(null).describe("JS module with the reward function (verl's custom_reward_function.path); null = the built-in reward of each data_source"),
+    name: z
+      .string().min(1).default(DEFAULT_REWARD_NAME)
+      .describe("the module's exported function; at the default, compute_score, the JS spelling computeScore or a default export is taken too"),
+    reward_kwargs: z
+      .record(z.string(), z.unknown()).default({})
+      .describe("extra arguments of the reward function (verl's reward_kwargs); built-in: shaped (agentrl/vault: the shaped reward instead of correctness only)"),
+  })
+  .superRefine((value, ctx) => {
+    if (value.path !== null) return;
+    const parsed = builtinRewardKwargsSchema.safeParse(value.reward_kwargs);
+    if (parsed.success) return;
+    for (const issue of parsed.error.issues) {
+      const keys = issue.code === "unrecognized_keys" ? issue.keys : [undefined];
+      for (const key of keys) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["reward_kwargs", ...issue.path, ...(key === undefined ? [] : [key])],
+          message:
+            issue.code === "unrecognized_keys"
+              ? `not an option of the built-in rewards (they take: ${Object.keys(builtinRewardKwargsSchema.shape).join(", ")}); a reward module (path) gets any`
+              : issue.message,
+        });
+      }
+    }
+  });
+
 export const rolloutConfigSchema = z.strictObject({
   data: z
     .strictObject({
@@ -89,12 +123,7 @@ export const rolloutConfigSchema = z.strictObject({
       rollout: rolloutSchema.prefault({}),
     })
     .prefault({}),
-  custom_reward_function: z
-    .strictObject({
-      path: z.string().nullable().default(null).describe("JS module with a reward function, verl's custom_reward_function.path"),
-      name: z.string().default("compute_score").describe("exported function name"),
-    })
-    .prefault({}),
+  custom_reward_function: customRewardFunctionSchema.prefault({}),
   output: z
     .strictObject({
       path: z.string().default("out/rollout.parquet").describe("trajectory file: .parquet or .jsonl"),

@@ -14,7 +14,7 @@ import type { FunctionCallParser, ParseResult } from "../parsers/index.js";
 import type { ToolRegistry, ToolsKwargs } from "../tools/index.js";
 import { runToolCall } from "../tools/index.js";
 import type { InteractionRegistry } from "../interactions/index.js";
-import { computeReward, type RewardFunction } from "../rewards/index.js";
+import { computeReward, type LoadedRewardFunction } from "../rewards/index.js";
 import {
   TRAJECTORY_FORMAT_VERSION,
   trajectoryKey,
@@ -35,7 +35,9 @@ export interface TrajectoryContext {
   /** Tool schemas given to the chat template (every tool of the YAML, as verl's agent loop does). */
   toolSchemas: Record<string, unknown>[];
   interactions: InteractionRegistry | undefined;
-  rewardFunction: { fn: RewardFunction; modulePath: string } | undefined;
+  rewardFunction: LoadedRewardFunction | undefined;
+  /** custom_reward_function.reward_kwargs (absent: none). */
+  rewardKwargs?: Record<string, unknown>;
   rollout: RolloutSection;
   maxPromptLength: number;
   maxResponseLength: number;
@@ -259,6 +261,7 @@ export async function runTrajectory(sample: Sample, ctx: TrajectoryContext): Pro
         turnScores,
       },
       ctx.rewardFunction,
+      ctx.rewardKwargs,
     );
   } catch (err) {
     if (!ctx.rewardFunction) throw err;

@@ -10,7 +10,7 @@ import { SglangClient } from "../engine/index.js";
 import { getParser, type FunctionCallParser } from "../parsers/index.js";
 import { loadToolRegistry, type ToolRegistry } from "../tools/index.js";
 import { loadInteractionRegistry, type InteractionRegistry } from "../interactions/index.js";
-import { loadRewardModule, type RewardFunction } from "../rewards/index.js";
+import { DEFAULT_REWARD_NAME, loadRewardModule, type LoadedRewardFunction } from "../rewards/index.js";
 import { UsageError } from "../errors.js";
 import type { RolloutSection } from "./config.js";
 import type { TrajectoryContext } from "./run-trajectory.js";
@@ -21,7 +21,9 @@ export interface RolloutParts {
   tools: ToolRegistry | undefined;
   toolSchemas: Record<string, unknown>[];
   interactions: InteractionRegistry | undefined;
-  rewardFunction: { fn: RewardFunction; modulePath: string } | undefined;
+  rewardFunction: LoadedRewardFunction | undefined;
+  /** custom_reward_function.reward_kwargs, passed to every reward call. */
+  rewardKwargs: Record<string, unknown>;
   close(): Promise<void>;
 }
 
@@ -30,6 +32,9 @@ export async function loadRolloutParts(options: {
   modelPath: string;
   rollout: RolloutSection;
   rewardModulePath: string | null;
+  /** custom_reward_function.name: the reward module's function (default compute_score). */
+  rewardName?: string;
+  rewardKwargs?: Record<string, unknown>;
   /** Folders that tool and interaction `class_name` module paths may load from. */
   moduleDirs?: string[];
 }): Promise<RolloutParts> {
@@ -55,7 +60,15 @@ export async function loadRolloutParts(options: {
     await tools?.close();
     throw err;
   }
-  const rewardFunction = options.rewardModulePath ? await loadRewardModule(options.rewardModulePath) : undefined;
+  let rewardFunction: LoadedRewardFunction | undefined;
+  try {
+    rewardFunction = options.rewardModulePath
+      ? await loadRewardModule(options.rewardModulePath, options.rewardName ?? DEFAULT_REWARD_NAME)
+      : undefined;
+  } catch (err) {
+    await tools?.close();
+    throw err;
+  }
   return {
     model,
     parser,
@@ -63,6 +76,7 @@ export async function loadRolloutParts(options: {
     toolSchemas: tools?.schemas() ?? [],
     interactions,
     rewardFunction,
+    rewardKwargs: options.rewardKwargs ?? {},
     async close() {
       await tools?.close();
     },
@@ -113,6 +127,7 @@ export function trajectoryContext(
     toolSchemas: parts.toolSchemas,
     interactions: parts.interactions,
     rewardFunction: parts.rewardFunction,
+    rewardKwargs: parts.rewardKwargs,
     rollout,
     maxPromptLength: lengths.maxPromptLength,
     maxResponseLength: lengths.maxResponseLength,

@@ -2,14 +2,14 @@
  * Running statistics over trajectories: what the rollout's live progress and closing table show, and what
  * `agentrl inspect` summarises from a file. One accumulator, so both read the same numbers.
  */
-import type { Trajectory } from "../data/trajectory.js";
+import { trajectoryAcc, type Trajectory } from "../data/trajectory.js";
 
 export interface RolloutSummary {
   count: number;
   byStatus: Record<string, number>;
   finishReasons: Record<string, number>;
   reward: { mean: number; std: number; min: number; max: number };
-  /** Share of trajectories whose score reached 1 (GSM8K: a correct final answer). */
+  /** Mean accuracy: the scorer's reported acc, else score >= 1 (trajectoryAcc; GSM8K: a correct final answer). */
   accuracy: number;
   /** assistant turns → trajectories. */
   turnsHistogram: Record<string, number>;
@@ -32,7 +32,7 @@ export interface RolloutSummary {
 export type RolloutStatsInput = Pick<
   Trajectory,
   "status" | "finish_reason" | "assistant_turns" | "reward" | "score" | "tool_calls" | "tool_errors" | "parse_errors" | "drift" | "retries"
-> & { response_mask: ArrayLike<number>; response_ids: ArrayLike<number> };
+> & Partial<Pick<Trajectory, "reward_extra">> & { response_mask: ArrayLike<number>; response_ids: ArrayLike<number> };
 
 export class RolloutStats {
   private count = 0;
@@ -64,7 +64,7 @@ export class RolloutStats {
     this.rewardSqSum += t.reward * t.reward;
     this.rewardMin = Math.min(this.rewardMin, t.reward);
     this.rewardMax = Math.max(this.rewardMax, t.reward);
-    if (t.score >= 1) this.correct += 1;
+    this.correct += trajectoryAcc(t);
     this.toolCalls += t.tool_calls;
     this.toolErrors += t.tool_errors;
     this.parseErrors += t.parse_errors;

@@ -4,7 +4,7 @@
  * nearest valid key, never a silent no-op. docs/config.md lists every key with its default.
  */
 import { z } from "zod";
-import { rolloutSchema } from "../rollout/config.js";
+import { customRewardFunctionSchema, rolloutSchema } from "../rollout/config.js";
 
 const files = z.union([z.string(), z.array(z.string()).min(1)]);
 
@@ -91,12 +91,7 @@ export const trainConfigSchema = z.strictObject({
         .prefault({}),
     })
     .prefault({}),
-  custom_reward_function: z
-    .strictObject({
-      path: z.string().nullable().default(null).describe("JS module exporting the reward function (verl's custom_reward_function.path)"),
-      name: z.string().default("compute_score").describe("exported function name"),
-    })
-    .prefault({}),
+  custom_reward_function: customRewardFunctionSchema.prefault({}),
   trainer: z
     .strictObject({
       project_name: z.string().default("agentrl").describe("project name (wandb)"),

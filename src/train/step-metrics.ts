@@ -2,7 +2,7 @@
  * The per-step metrics computed on the CLI side from the step's trajectories (rewards, lengths, turns, tool use),
  * under verl's metric names where verl has one (docs/run-folder.md). Losses, KL and gradients come from the worker.
  */
-import type { Trajectory } from "../data/trajectory.js";
+import { trajectoryAcc, type Trajectory } from "../data/trajectory.js";
 
 function stats(values: number[]): { mean: number; max: number; min: number } {
   if (values.length === 0) return { mean: 0, max: 0, min: 0 };
@@ -36,7 +36,8 @@ export function trajectoryMetrics(trajectories: readonly Trajectory[], maxRespon
   const turns = stats(trajectories.map((t) => t.assistant_turns));
   out["num_turns/mean"] = turns.mean;
   out["num_turns/max"] = turns.max;
-  out["acc/mean"] = trajectories.length ? trajectories.filter((t) => t.score >= 1).length / trajectories.length : 0;
+  // The scorer's reported acc (verl's reward_extra_info acc), else score >= 1: see trajectoryAcc.
+  out["acc/mean"] = stats(trajectories.map(trajectoryAcc)).mean;
   const calls = trajectories.reduce((a, t) => a + t.tool_calls, 0);
   const toolErrors = trajectories.reduce((a, t) => a + t.tool_errors, 0);
   const parseErrors = trajectories.reduce((a, t) => a + t.parse_errors, 0);
@@ -51,7 +52,11 @@ export function trajectoryMetrics(trajectories: readonly Trajectory[], maxRespon
   return out;
 }
 
-/** Validation metrics: verl's `val-core/<data_source>/reward/mean@1`, accuracy, and pass@k when n > 1. */
+/**
+ * Validation metrics: verl's `val-core/<data_source>/reward/mean@1`, accuracy (the scorer's acc, else score >= 1), and
+ * pass@k when n > 1: the mean over prompts of the best accuracy among its k samples (with 0/1 accuracies, the share of
+ * prompts with at least one correct sample).
+ */
 export function validationMetrics(trajectories: readonly Trajectory[], n: number): Record<string, number> {
   const out: Record<string, number> = {};
   const bySource = new Map<string, Trajectory[]>();
@@ -59,12 +64,11 @@ export function validationMetrics(trajectories: readonly Trajectory[], n: number
   for (const [source, list] of bySource) {
     const first = list.filter((t) => t.sample_index === 0);
     out[`val-core/${source}/reward/mean@1`] = stats(first.map((t) => t.reward)).mean;
-    out[`val-core/${source}/acc/mean@1`] = first.length ? first.filter((t) => t.score >= 1).length / first.length : 0;
+    out[`val-core/${source}/acc/mean@1`] = stats(first.map(trajectoryAcc)).mean;
     if (n > 1) {
       const groups = new Map<string, Trajectory[]>();
       for (const t of list) groups.set(t.group_id, [...(groups.get(t.group_id) ?? []), t]);
-      const passed = [...groups.values()].filter((g) => g.some((t) => t.score >= 1)).length;
-      out[`val-core/${source}/reward/pass@${n}`] = groups.size ? passed / groups.size : 0;
+      out[`val-core/${source}/reward/pass@${n}`] = stats([...groups.values()].map((g) => Math.max(...g.map(trajectoryAcc)))).mean;
       out[`val-core/${source}/reward/mean@${n}`] = stats(list.map((t) => t.reward)).mean;
     }
   }

@@ -17,6 +17,7 @@ export interface RolloutFlags {
   temperature?: number;
   maxTurns?: number;
   reward?: string;
+  rewardName?: string;
   seed?: number;
   overSampleRate?: number;
   set?: string[];
@@ -49,7 +50,8 @@ export function registerRollout(program: Command): void {
     .option("--format <parser>", "function-call format: auto, qwen25, hermes, llama3, mistral, deepseekv3, pythonic")
     .option("--temperature <t>", "sampling temperature; 0 = greedy", nonNegativeNumber("--temperature"))
     .option("--max-turns <n>", "most assistant turns per trajectory (multi_turn.max_assistant_turns)", positiveInt("--max-turns"))
-    .option("--reward <module>", "JS module exporting computeScore (custom_reward_function.path)")
+    .option("--reward <module>", "JS module with the reward function (custom_reward_function.path)")
+    .option("--reward-name <name>", "the module's exported reward function; default compute_score, or computeScore / a default export (custom_reward_function.name)")
     .option("--seed <n>", "seed for per-request sampling seeds", (v) => Number.parseInt(v, 10))
     .option(
       "--over-sample-rate <r>",
