@@ -7,7 +7,7 @@ import { readJsonFile } from "../data/json-file.js";
 import { InputError, UsageError } from "../errors.js";
 import { colorEnabled, style } from "../cli/term.js";
 import { DRIFT_MODES, type DriftMode, type DriftReport } from "./drift.js";
-import { chatMessagesSchema, toolSchemasSchema, type ChatMessage, type ToolSchema } from "./messages.js";
+import { chatMessagesSchema, formatJsonPath, toolSchemasSchema, type ChatMessage, type ToolSchema } from "./messages.js";
 import { loadChatModel, type ChatModel } from "./model.js";
 import { replayConversation } from "./replay.js";
 import type { Conversation } from "./conversation.js";
@@ -37,15 +37,9 @@ function validate<T>(schema: z.ZodType<T>, value: unknown, file: string): T {
       : [issue],
   );
   const deepest = issues.reduce((best, issue) => (issue.path.length > best.path.length ? issue : best), issues[0]!);
-  throw new InputError(`${file}: ${formatPath(deepest.path)}: ${deepest.message}`);
+  throw new InputError(`${file}: ${formatJsonPath(deepest.path)}: ${deepest.message}`);
 }
 
-/** `[1].tool_calls[0].function.name`, the way a reader finds the place in a JSON file. */
-function formatPath(path: readonly PropertyKey[]): string {
-  if (path.length === 0) return "(top level)";
-  const parts = path.map((part) => (typeof part === "number" ? `[${part}]` : `.${String(part)}`));
-  return parts.join("").replace(/^\./, "");
-}
 
 export async function runTemplate(flags: TemplateCommandFlags): Promise<void> {
   if (!DRIFT_MODES.includes(flags.drift as DriftMode)) {

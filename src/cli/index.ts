@@ -8,6 +8,7 @@ import { describeError, ExitError } from "../errors.js";
 import { registerPreprocess } from "./commands/preprocess.js";
 import { registerRollout } from "./commands/rollout.js";
 import { registerTrain } from "./commands/train.js";
+import { registerSft } from "./commands/sft.js";
 import { registerInspect } from "./commands/inspect.js";
 import { registerServe } from "./commands/serve.js";
 import { registerDoctor } from "./commands/doctor.js";
@@ -33,6 +34,7 @@ export function buildProgram(): Command {
 Typical flow:
   $ agentrl preprocess gsm8k --input ../shared/datasets/gsm8k --out data/gsm8k
   $ agentrl rollout --data data/gsm8k/test.parquet --model MODEL_DIR --server http://127.0.0.1:30000
+  $ agentrl sft --config examples/cpu-demo-sft.yaml
   $ agentrl train --config examples/cpu-demo.yaml
   $ agentrl inspect runs/cpu-demo
 
@@ -40,6 +42,7 @@ Run 'agentrl <command> --help' for the flags of each command.`,
     );
   registerPreprocess(program);
   registerRollout(program);
+  registerSft(program);
   registerTrain(program);
   registerInspect(program);
   registerServe(program);

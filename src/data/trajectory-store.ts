@@ -69,7 +69,7 @@ function refuseExisting(what: string): never {
   });
 }
 
-function parseTrajectory(value: unknown, place: string): Trajectory {
+export function parseTrajectory(value: unknown, place: string): Trajectory {
   const parsed = trajectorySchema.safeParse(value);
   if (!parsed.success) throw new InputError(`${place}: not a trajectory record: ${formatIssues(parsed.error)}`);
   return parsed.data;

@@ -9,7 +9,7 @@
 import { mkdir } from "node:fs/promises";
 import path from "node:path";
 import { Bool, Field, Int64, List, Schema, Struct, Utf8 } from "apache-arrow";
-import { refuseExisting } from "./atomic.js";
+import { refuseExisting, writeFileAtomic } from "./atomic.js";
 import { seededRandom } from "./random.js";
 import { huggingfaceMetadata } from "./hf-features.js";
 import { writeParquetRows } from "./parquet.js";
@@ -79,16 +79,48 @@ export function vaultArrowSchema(): Schema {
   ]);
 }
 
+/**
+ * The open_vault tool schema, as examples/cpu-demo/vault_tool_config.yaml declares it (a test keeps the two equal):
+ * demonstrations carry it so the SFT prompt renders exactly as the RL prompt does.
+ */
+export const VAULT_TOOL_SCHEMA = {
+  type: "function",
+  function: {
+    name: VAULT_TOOL_NAME,
+    description: "open the vault and read its code",
+    parameters: { type: "object", properties: {}, required: [] },
+  },
+};
+
+/**
+ * A solved row as a chat conversation for `agentrl sft`: the prompt, the call, the tool's answer, the code. The
+ * messages are what the model should have sampled; the SFT loss covers the two assistant turns only.
+ */
+export function vaultDemonstration(split: VaultSplit, index: number, seed: number): { messages: unknown[]; tools: unknown[] } {
+  const { name, code } = vaultOf(seed, split, index);
+  return {
+    messages: [
+      { role: "user", content: vaultPrompt(name) },
+      { role: "assistant", content: "", tool_calls: [{ type: "function", function: { name: VAULT_TOOL_NAME, arguments: {} } }] },
+      { role: "tool", content: code },
+      { role: "assistant", content: code },
+    ],
+    tools: [VAULT_TOOL_SCHEMA],
+  };
+}
+
 export interface PreprocessVaultOptions {
   out: string;
   trainRows: number;
   testRows: number;
   seed: number;
+  /** Also write sft.jsonl with this many demonstrations (the first train rows, solved). */
+  demos?: number;
   force?: boolean;
 }
 
 export interface VaultSplitResult {
-  split: VaultSplit;
+  split: VaultSplit | "sft";
   output: string;
   rows: number;
   bytes: number;
@@ -101,7 +133,8 @@ export async function preprocessVault(options: PreprocessVaultOptions): Promise<
     ["test", options.testRows],
   ];
   const outputs = plan.map(([split]) => path.join(options.out, `${split}.parquet`));
-  if (!options.force) await refuseExisting(outputs);
+  const demoFile = path.join(options.out, "sft.jsonl");
+  if (!options.force) await refuseExisting(options.demos ? [...outputs, demoFile] : outputs);
   await mkdir(options.out, { recursive: true });
   const schema = vaultArrowSchema();
   const metadata = { huggingface: huggingfaceMetadata(schema) };
@@ -110,6 +143,12 @@ export async function preprocessVault(options: PreprocessVaultOptions): Promise<
     const rows = Array.from({ length: count }, (_, index) => makeVaultRow(split, index, options.seed));
     const bytes = await writeParquetRows(outputs[i]!, rows, schema, { compression: "snappy", metadata });
     results.push({ split, output: outputs[i]!, rows: count, bytes });
+  }
+  if (options.demos) {
+    const lines = Array.from({ length: options.demos }, (_, index) => JSON.stringify(vaultDemonstration("train", index, options.seed)));
+    const text = `${lines.join("\n")}\n`;
+    await writeFileAtomic(demoFile, text);
+    results.push({ split: "sft", output: demoFile, rows: options.demos, bytes: Buffer.byteLength(text) });
   }
   return results;
 }

@@ -17,6 +17,7 @@ interface VaultFlags {
   trainRows: number;
   testRows: number;
   seed: number;
+  demos?: number;
   force?: boolean;
   json?: boolean;
 }
@@ -63,6 +64,7 @@ Writes are atomic: a crash never leaves a half-written parquet file.`,
     .option("--train-rows <n>", "rows of train.parquet", positiveInt("--train-rows"), 2000)
     .option("--test-rows <n>", "rows of test.parquet", positiveInt("--test-rows"), 100)
     .option("--seed <n>", "seed of the vault names and codes (same seed, same files)", anyInteger("--seed"), 0)
+    .option("--demos <n>", "also write sft.jsonl: N solved conversations (call, tool answer, code) for 'agentrl sft'", positiveInt("--demos"))
     .option("--force", "overwrite existing output files")
     .option("--json", "print the result as JSON instead of a table")
     .addHelpText(
@@ -71,6 +73,7 @@ Writes are atomic: a crash never leaves a half-written parquet file.`,
 Examples:
   $ agentrl preprocess vault --out data/vault
   $ agentrl preprocess vault --train-rows 500 --seed 3 --out /tmp/vault
+  $ agentrl preprocess vault --demos 32 --out data/vault     # + sft.jsonl, the warm start's demonstrations
 
 Each row: a user prompt "what is the code of vault <name>?", reward_model.ground_truth = the code, and
 extra_info.tools_kwargs.open_vault.create_kwargs.code = the code (tool-configs/vault_tool_config.yaml's tool reads it).
@@ -84,6 +87,7 @@ The built-in reward for data_source agentrl/vault is described in docs/cpu-demo.
         trainRows: flags.trainRows,
         testRows: flags.testRows,
         seed: flags.seed,
+        ...(flags.demos ? { demos: flags.demos } : {}),
         force: flags.force ?? false,
       });
       if (flags.json) {

@@ -19,11 +19,15 @@ import {
   pathResult,
   readyEvent,
   replyEnvelope,
+  sftEvalResult,
+  sftStepResult,
   updateResult,
   type ComputeLogProbsResult,
   type FingerprintResult,
   type InitResult,
   type PathResult,
+  type SftEvalResult,
+  type SftStepResult,
   type UpdateResult,
   type WorkerErrorBody,
   type WorkerInitConfig,
@@ -238,6 +242,16 @@ export class WorkerClient {
   /** One GRPO/PPO update on the batch, with the log-prob file computeLogProbs wrote for it. */
   update(batch: string, logProbs: string): Promise<UpdateResult> {
     return this.command("update", { batch, log_probs: logProbs }, updateResult);
+  }
+
+  /** One supervised fine-tuning step on the batch: token-mean cross-entropy over its response_mask tokens. */
+  sftStep(batch: string): Promise<SftStepResult> {
+    return this.command("sft_step", { batch }, sftStepResult);
+  }
+
+  /** The SFT loss of a batch without training (validation). */
+  sftEval(batch: string): Promise<SftEvalResult> {
+    return this.command("sft_eval", { batch }, sftEvalResult);
   }
 
   /** A Hugging Face folder SGLang can load with /update_weights_from_disk; dtype defaults to the model's own. */

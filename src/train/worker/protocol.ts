@@ -26,6 +26,8 @@ export interface WorkerInitConfig {
   clip_ratio_c?: number;
   loss_agg_mode?: "token-mean" | "seq-mean-token-sum" | "seq-mean-token-mean" | "seq-mean-token-sum-norm";
   loss_scale_factor?: number | null;
+  /** data.max_response_length: L of seq-mean-token-sum-norm when loss_scale_factor is null. */
+  max_response_length?: number | null;
   use_kl_loss?: boolean;
   kl_loss_coef?: number;
   kl_loss_type?: "k1" | "kl" | "abs" | "k2" | "mse" | "k3" | "low_var_kl";
@@ -69,6 +71,19 @@ export const updateResult = z.object({
   /** Advantage of each batch row, in row order. */
   advantages: z.array(z.number()).optional(),
 });
+export const sftStepResult = z.object({
+  step: z.number().int(),
+  metrics: z.object({
+    "sft/loss": z.number(),
+    "sft/tokens": z.number(),
+    "sft/grad_norm": z.number(),
+    "sft/lr": z.number(),
+    "sft/skipped_step": z.number(),
+  }),
+});
+export const sftEvalResult = z.object({
+  metrics: z.object({ "val/loss": z.number(), "val/nll_sum": z.number(), "val/tokens": z.number() }),
+});
 export const pathResult = z.object({ path: z.string(), step: z.number().int() });
 export const fingerprintResult = z.object({ params: z.string(), optimizer: z.string(), step: z.number().int() });
 
@@ -76,5 +91,7 @@ export type WorkerErrorBody = z.infer<typeof workerErrorBody>;
 export type InitResult = z.infer<typeof initResult>;
 export type ComputeLogProbsResult = z.infer<typeof computeLogProbsResult>;
 export type UpdateResult = z.infer<typeof updateResult>;
+export type SftStepResult = z.infer<typeof sftStepResult>;
+export type SftEvalResult = z.infer<typeof sftEvalResult>;
 export type PathResult = z.infer<typeof pathResult>;
 export type FingerprintResult = z.infer<typeof fingerprintResult>;
