@@ -426,6 +426,7 @@ describe("a run folder", () => {
         "actor/entropy": 1 - 0.05 * step,
         "actor/ppo_kl": step === 8 ? 0.2 : 0.001,
         "actor/pg_clipfrac": step === 6 ? 0.25 : 0.02,
+        "actor/grad_norm": step === 9 ? 3 : 0.3,
         "response_length/mean": 100 + step,
         // tool use collapses: 1.5 calls per trajectory early, none at the end
         "tool/calls_per_traj": step <= 4 ? 1.5 : Math.max(0, 1.5 - 0.4 * (step - 4)),
@@ -455,11 +456,13 @@ describe("a run folder", () => {
     expect(result.stdout).toContain("tool use is collapsing");
     expect(result.stdout).toContain("clip fraction spike at step 6");
     expect(result.stdout).toContain("KL spike at step 8");
+    expect(result.stdout).toMatch(/grad_norm\s+[▁▂▃▄▅▆▇█]+/);
+    expect(result.stdout).toContain("grad norm spike at step 9: actor/grad_norm = 3 vs median 0.3000 of the steps before");
     expect(result.stdout).toContain("rollouts for steps: 1, 2");
     const json = await inspectJson([run]);
     expect(json.curves.find((c: { name: string }) => c.name === "reward").points).toHaveLength(10);
     expect(json.alerts.map((a: { kind: string; step: number }) => `${a.kind}@${a.step}`)).toEqual([
-      "clip_fraction_spike@6", "kl_spike@8", "tool_use_collapse@10",
+      "clip_fraction_spike@6", "kl_spike@8", "grad_norm_spike@9", "tool_use_collapse@10",
     ]);
     const chart = await runCli(["inspect", run, "--metric", "accuracy", "--metric", "val-core/openai/gsm8k/acc/mean@1"]);
     expect(chart.stdout).toContain("accuracy (acc/mean), 10 steps");

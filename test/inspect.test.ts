@@ -163,6 +163,15 @@ describe("run-folder curves and alerts", () => {
     expect(spikeAlerts(curve([0.4]), "clip_fraction_spike", { ratio: 3, floor: 0.05, absolute: 0.3 }).map((a) => a.step)).toEqual([1]);
   });
 
+  it("flags grad-norm spikes, not the first ordinary step after steps with no gradient", () => {
+    const rows = (norms: number[]): MetricsRow[] => norms.map((g, i) => ({ step: i + 1, values: { "actor/grad_norm": g } }));
+    const spikes = runAlerts(rows([0.3, 0.25, 0.3, 0.28, 2.0, 0.3]));
+    expect(spikes.map((a) => `${a.kind}@${a.step}`)).toEqual(["grad_norm_spike@5"]);
+    expect(spikes[0]!.message).toBe("grad norm spike at step 5: actor/grad_norm = 2 vs median 0.2900 of the steps before");
+    expect(runAlerts(rows([0.3, 0.25, 0.3, 0.28, 1.2, 0.3]))).toEqual([]); // 4× the median: within the rule
+    expect(runAlerts(rows([0, 0, 0, 0.001, 0.3]))).toEqual([]); // 300× a near-zero median, but only +0.3
+  });
+
   it("reads the metrics.jsonl keys of docs/run-folder.md", () => {
     const rows: MetricsRow[] = [1, 2, 3, 4, 5].map((step) => ({
       step,

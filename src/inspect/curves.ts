@@ -5,7 +5,9 @@
  * - tool-use collapse: tool calls per trajectory (mean of the last 3 steps) fell to ≤ 25% of its best 3-step mean,
  *   which was at least 0.2;
  * - spikes: a value above `ratio` × the median of the previous (up to 10) steps and above it by at least `floor`
- *   (clip fraction: 3×, +0.05, or above 0.3 at any step; KL: 5×, +0.01).
+ *   (clip fraction: 3×, +0.05, or above 0.3 at any step; KL: 5×, +0.01; grad norm: 5×, +0.5). A policy collapse shows
+ *   as KL and grad-norm spikes before the reward falls; the grad-norm floor keeps steps whose gradient is near 0
+ *   (a batch of equal-reward groups has no advantage) from making every ordinary step after them a "spike".
  */
 import type { MetricsRow } from "./source.js";
 import { fmt, painter, type Look } from "./output.js";
@@ -26,7 +28,7 @@ export const METRIC_ALIASES: Record<string, string[]> = {
   turns: ["num_turns/mean"],
 };
 
-export const DEFAULT_CURVES = ["reward", "accuracy", "kl", "entropy", "response_length", "tool_calls", "clip_fraction"];
+export const DEFAULT_CURVES = ["reward", "accuracy", "kl", "grad_norm", "entropy", "response_length", "tool_calls", "clip_fraction"];
 
 export interface Curve {
   name: string;
@@ -104,7 +106,7 @@ export function chart(curve: Curve, width: number, height = 8): string {
 }
 
 export interface Alert {
-  kind: "tool_use_collapse" | "clip_fraction_spike" | "kl_spike";
+  kind: "tool_use_collapse" | "clip_fraction_spike" | "kl_spike" | "grad_norm_spike";
   step: number;
   metric: string;
   value: number;
@@ -147,7 +149,7 @@ export function toolCollapseAlert(curve: Curve | null): Alert | null {
 
 export function spikeAlerts(
   curve: Curve | null,
-  kind: "clip_fraction_spike" | "kl_spike",
+  kind: "clip_fraction_spike" | "kl_spike" | "grad_norm_spike",
   rule: { ratio: number; floor: number; absolute?: number },
 ): Alert[] {
   if (!curve) return [];
@@ -158,7 +160,7 @@ export function spikeAlerts(
     const relative = baseline !== null && value > rule.ratio * baseline && value - baseline >= rule.floor;
     const absolute = rule.absolute !== undefined && value > rule.absolute;
     if (!relative && !absolute) return;
-    const what = kind === "kl_spike" ? "KL" : "clip fraction";
+    const what = { kl_spike: "KL", clip_fraction_spike: "clip fraction", grad_norm_spike: "grad norm" }[kind];
     alerts.push({
       kind,
       step,
@@ -181,6 +183,7 @@ export function runAlerts(rows: readonly MetricsRow[]): Alert[] {
   for (const key of ["actor/ppo_kl", "actor/kl_loss"]) {
     alerts.push(...spikeAlerts(curveOf(key, rows), "kl_spike", { ratio: 5, floor: 0.01 }));
   }
+  alerts.push(...spikeAlerts(curveOf("grad_norm", rows), "grad_norm_spike", { ratio: 5, floor: 0.5 }));
   return alerts.sort((a, b) => a.step - b.step);
 }
 
@@ -206,7 +209,7 @@ export function renderCurves(curves: Curve[], alerts: Alert[], look: Look, optio
     out.push(p.bold(p.red(`${alerts.length} alert${alerts.length === 1 ? "" : "s"}:`)));
     for (const a of alerts) out.push(p.red(`  ! ${a.message}`));
   } else if (curves.length) {
-    out.push(p.green("no alerts (tool use steady, no clip-fraction or KL spikes)"));
+    out.push(p.green("no alerts (tool use steady, no clip-fraction, KL or grad-norm spikes)"));
   }
   return out.join("\n");
 }
