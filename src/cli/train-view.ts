@@ -242,6 +242,7 @@ export async function runTrainCommand(flags: TrainFlags): Promise<void> {
         clip_ratio_c: actor.clip_ratio_c,
         loss_agg_mode: actor.loss_agg_mode,
         loss_scale_factor: actor.loss_scale_factor,
+        max_response_length: config.data.max_response_length,
         use_kl_loss: actor.use_kl_loss,
         kl_loss_coef: actor.kl_loss_coef,
         kl_loss_type: actor.kl_loss_type,

@@ -46,7 +46,7 @@ export const trainConfigSchema = z.strictObject({
         clip_ratio_high: z.number().nonnegative().default(0.2).describe("PPO clip above 1 (ratio ≤ 1 + high); > low is DAPO's clip-higher"),
         clip_ratio_c: z.number().gt(1).default(3.0).describe("dual-clip constant"),
         loss_agg_mode: z.enum(["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"]).default("token-mean").describe("how token losses become one loss (verl's agg_loss)"),
-        loss_scale_factor: z.number().positive().nullable().default(null).describe("divisor of seq-mean-token-sum-norm (Dr.GRPO); null = the longest response"),
+        loss_scale_factor: z.number().positive().nullable().default(null).describe("divisor of seq-mean-token-sum-norm (Dr.GRPO); null = data.max_response_length"),
         use_kl_loss: z.boolean().default(false).describe("KL-to-reference loss (keeps a frozen reference model)"),
         kl_loss_coef: z.number().nonnegative().default(0.001).describe("weight of the KL loss"),
         kl_loss_type: z.enum(["k1", "kl", "abs", "k2", "mse", "k3", "low_var_kl"]).default("low_var_kl").describe("KL estimator (verl's kl_penalty kinds)"),

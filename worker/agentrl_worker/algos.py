@@ -63,42 +63,73 @@ def rloo_advantages(scores: Tensor, group_ids: Tensor | Sequence) -> Tensor:
     return torch.where(n == 1, scores, loo)
 
 
-def agg_loss(loss_mat: Tensor, loss_mask: Tensor, loss_agg_mode: str, loss_scale_factor: float | None = None) -> Tensor:
-    """Reduces a [B, T] per-token loss to a scalar over the tokens where loss_mask is 1.
+def _check_mode(loss_agg_mode: str) -> None:
+    if loss_agg_mode not in LOSS_AGG_MODES:
+        raise ValueError(f"unknown loss_agg_mode {loss_agg_mode!r}; expected one of {', '.join(LOSS_AGG_MODES)}")
 
-    token-mean:              sum(l*m) / sum(m)
-    seq-mean-token-sum:      mean over rows with sum(m) > 0 of s_i = sum_t l*m
-    seq-mean-token-mean:     mean over rows with sum(m) > 0 of s_i = sum_t l*m / (sum_t m + 1e-8)
-    seq-mean-token-sum-norm: sum(l*m) / loss_scale_factor, the factor defaulting to T (not divided by B: Dr.GRPO)
-    A fully masked batch gives 0 (the denominators are clamped to at least 1); fully masked rows are ignored.
+
+def _sum_norm_length(loss_scale_factor: float | None) -> float:
+    if loss_scale_factor is None or not loss_scale_factor > 0:
+        raise ValueError(
+            f"seq-mean-token-sum-norm needs loss_scale_factor > 0 (the constant L every sequence's token sum is divided "
+            f"by, e.g. the maximum response length), got {loss_scale_factor!r}"
+        )
+    return float(loss_scale_factor)
+
+
+def agg_norm(loss_mask: Tensor, loss_agg_mode: str, loss_scale_factor: float | None = None) -> float:
+    """The denominator of `agg_loss`, counted on `loss_mask` (m, [B, T]), clamped to at least 1 count:
+
+    token-mean:               N = sum(m), the loss tokens
+    seq-mean-token-sum/-mean: S = the sequences (rows) with sum(m) > 0
+    seq-mean-token-sum-norm:  S * L, L = loss_scale_factor (required)
+
+    A trainer that cuts a mini-batch into micro-batches (and ranks) computes this once on the whole mini-batch's mask
+    and passes it to every `agg_loss` call as `global_norm`.
     """
-    mask = loss_mask.to(loss_mat.dtype)
-    masked = loss_mat * mask
+    _check_mode(loss_agg_mode)
     if loss_agg_mode == "token-mean":
-        return masked.sum() / mask.sum().clamp(min=1.0)
-    if loss_agg_mode in ("seq-mean-token-sum", "seq-mean-token-mean"):
-        row_tokens = mask.sum(dim=-1)
-        row_loss = masked.sum(dim=-1)
-        if loss_agg_mode == "seq-mean-token-mean":
-            row_loss = row_loss / (row_tokens + 1e-8)
-        valid = (row_tokens > 0).to(loss_mat.dtype)
-        return (row_loss * valid).sum() / valid.sum().clamp(min=1.0)
+        return max(float(loss_mask.sum().item()), 1.0)
+    sequences = max(float((loss_mask.sum(dim=-1) > 0).sum().item()), 1.0)
     if loss_agg_mode == "seq-mean-token-sum-norm":
-        factor = float(loss_mask.shape[-1]) if loss_scale_factor is None else float(loss_scale_factor)
-        return masked.sum() / factor
-    raise ValueError(f"unknown loss_agg_mode {loss_agg_mode!r}; expected one of {', '.join(LOSS_AGG_MODES)}")
+        return sequences * _sum_norm_length(loss_scale_factor)
+    return sequences
 
 
-def agg_loss_numerator(loss_mat: Tensor, loss_mask: Tensor, loss_agg_mode: str) -> Tensor:
-    """The numerator of `agg_loss`, summable across micro-batches and ranks; the worker divides the sum by the
-    mini-batch's global count (tokens for token-mean, non-empty rows for seq-mean-*, rows x scale for -sum-norm)."""
+def agg_loss(
+    loss_mat: Tensor,
+    loss_mask: Tensor,
+    loss_agg_mode: str,
+    loss_scale_factor: float | None = None,
+    global_norm: float | None = None,
+) -> Tensor:
+    """Reduces a [B, T] per-token loss l to a scalar over the tokens where loss_mask (m) is 1: numerator / norm, with
+    s_i = sum_t l*m the token sum of sequence i and the norm from `agg_norm` (N tokens, S non-empty sequences):
+
+    token-mean:              sum_i s_i / N
+    seq-mean-token-sum:      sum_i s_i / S
+    seq-mean-token-mean:     sum_i [s_i / (sum_t m + 1e-8)] / S
+    seq-mean-token-sum-norm: sum_i s_i / (S * L), L = loss_scale_factor
+
+    seq-mean-token-sum-norm is Dr.GRPO's (https://arxiv.org/abs/2503.20783) aggregation: the mean over sequences of each
+    sequence's token sum divided by a constant L, i.e. seq-mean-token-sum / L. L is required here (the worker passes
+    loss_scale_factor, else data.max_response_length), never a tensor width or the batch's longest response, so the
+    scale is the same at every step. This differs from verl's `core_algos.agg_loss`, which for this mode returns
+    sum_i s_i / L, NOT divided by the number of sequences (nor by its dp_size / global_batch_size, which this mode
+    ignores), with L defaulting to loss_mask.shape[-1] (the padded width of the micro-batch tensor): there the loss
+    scales with how many sequences a micro-batch holds.
+
+    Fully masked rows add nothing and are not counted; a fully masked batch gives 0 (norms are at least 1).
+    global_norm is the norm of the whole mini-batch across micro-batches and ranks (`agg_norm` of its mask): with it,
+    agg_loss of the micro-batches sums to agg_loss of the mini-batch in one go. None means agg_norm(loss_mask).
+    """
+    _check_mode(loss_agg_mode)
+    norm = agg_norm(loss_mask, loss_agg_mode, loss_scale_factor) if global_norm is None else float(global_norm)
     mask = loss_mask.to(loss_mat.dtype)
     masked = loss_mat * mask
-    if loss_agg_mode in ("token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"):
-        return masked.sum()
     if loss_agg_mode == "seq-mean-token-mean":
-        return (masked.sum(dim=-1) / (mask.sum(dim=-1) + 1e-8)).sum()
-    raise ValueError(f"unknown loss_agg_mode {loss_agg_mode!r}; expected one of {', '.join(LOSS_AGG_MODES)}")
+        return (masked.sum(dim=-1) / (mask.sum(dim=-1) + 1e-8)).sum() / norm
+    return masked.sum() / norm
 
 
 def masked_mean(values: Tensor, mask: Tensor) -> Tensor:
@@ -149,27 +180,63 @@ def policy_loss(
     clip_ratio_c: float = 3.0,
     loss_agg_mode: str = "token-mean",
     rollout_is_weights: Tensor | None = None,
+    loss_scale_factor: float | None = None,
+    global_norm: float | None = None,
+    global_tokens: float | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """PPO clipped surrogate with dual clip (https://arxiv.org/abs/1912.09729), per token:
 
         d = clamp(logp - old_logp, -20, 20), rho = exp(d)
         L1 = -A*rho, L2 = -A*clamp(rho, 1 - clip_ratio_low, 1 + clip_ratio_high), Lc = max(L1, L2)
         L3 = -A*clip_ratio_c; token loss = min(L3, Lc) where A < 0, else Lc
-        optionally multiplied by rollout_is_weights (truncated importance sampling), then agg_loss.
+        optionally multiplied by rollout_is_weights (truncated importance sampling), then
+        agg_loss(token loss, response_mask, loss_agg_mode, loss_scale_factor, global_norm).
 
-    advantages is [B] (broadcast over tokens) or [B, T]. Metrics (masked means over response tokens):
-    pg_clipfrac = mean(L2 > L1), pg_clipfrac_lower = mean(Lc > L3 and A < 0), ppo_kl = mean(-d).
+    advantages is [B] (broadcast over tokens) or [B, T]. Metrics, over the response tokens:
+    pg_clipfrac = mean(L2 > L1), pg_clipfrac_lower = mean(Lc > L3 and A < 0), ppo_kl = mean(-d), each the sum over
+    this tensor divided by global_tokens (the response tokens of the whole mini-batch, so micro-batch values add up
+    like the loss) or, when None, masked_mean over this tensor; ratio_max and ratio_min, the extremes of rho over the
+    response tokens (-inf and +inf when there are none).
     """
     token_loss, facts = clipped_surrogate(log_prob, old_log_prob, advantages, clip_ratio_low, clip_ratio_high, clip_ratio_c)
     if rollout_is_weights is not None:
         token_loss = token_loss * rollout_is_weights
-    loss = agg_loss(token_loss, response_mask, loss_agg_mode)
+    loss = agg_loss(token_loss, response_mask, loss_agg_mode, loss_scale_factor, global_norm)
+
+    def token_mean(values: Tensor) -> Tensor:
+        if global_tokens is None:
+            return masked_mean(values, response_mask)
+        return (values * response_mask.to(values.dtype)).sum() / max(float(global_tokens), 1.0)
+
+    on = response_mask.bool()
+    ratio = facts["ratio"]
     metrics = {
-        "pg_clipfrac": masked_mean(facts["clipped"], response_mask),
-        "pg_clipfrac_lower": masked_mean(facts["clipped_lower"], response_mask),
-        "ppo_kl": masked_mean(facts["neg_delta"], response_mask),
+        "pg_clipfrac": token_mean(facts["clipped"]),
+        "pg_clipfrac_lower": token_mean(facts["clipped_lower"]),
+        "ppo_kl": token_mean(facts["neg_delta"]),
+        "ratio_max": torch.where(on, ratio, -torch.inf).max() if ratio.numel() else torch.tensor(-torch.inf),
+        "ratio_min": torch.where(on, ratio, torch.inf).min() if ratio.numel() else torch.tensor(torch.inf),
     }
     return loss, metrics
+
+
+def response_turn_classes(response_mask: Tensor) -> dict[str, Tensor]:
+    """Splits the response positions of a [B, T] response_mask into classes, from the mask alone (no token ids, so
+    language and template neutral): every contiguous run of 1s is one assistant turn (the tool or user chunks between
+    turns are 0).
+
+    turn_start:  the first sampled token of every turn (the call-or-answer decision in a tool task)
+    final_turn:  every token of each sequence's last turn (the answer in a tool task)
+    tool_turns:  every token of the sequence's earlier turns (those followed by a tool or user chunk)
+    Returns bool [B, T] masks; final_turn and tool_turns split the response, turn_start overlaps both.
+    """
+    on = response_mask.bool()
+    before = torch.zeros_like(on)
+    before[:, 1:] = on[:, :-1]
+    starts = on & ~before
+    turn = starts.long().cumsum(dim=-1)  # 1-based index of the turn a position belongs to
+    final = on & (turn == turn[:, -1:])
+    return {"turn_start": starts, "final_turn": final, "tool_turns": on & ~final}
 
 
 def kl_penalty(log_prob: Tensor, ref_log_prob: Tensor, kind: str) -> Tensor:

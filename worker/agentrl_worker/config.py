@@ -44,6 +44,10 @@ class WorkerConfig:
     clip_ratio_c: float = 3.0
     loss_agg_mode: str = "token-mean"
     loss_scale_factor: float | None = None
+    """The constant L of seq-mean-token-sum-norm (each sequence's token sum / L, averaged over sequences); None means
+    max_response_length."""
+    max_response_length: int | None = None
+    """data.max_response_length: the response token budget, L of seq-mean-token-sum-norm when loss_scale_factor is None."""
     use_kl_loss: bool = False
     kl_loss_coef: float = 0.001
     kl_loss_type: str = "low_var_kl"
@@ -75,7 +79,18 @@ class WorkerConfig:
             raise ConfigError("init: micro_batch_token_budget and ppo_epochs must be >= 1")
         if config.use_kl_loss and not config.use_ref:
             raise ConfigError("init: use_kl_loss needs use_ref: true")
+        for name in ("loss_scale_factor", "max_response_length"):
+            if getattr(config, name) is not None and getattr(config, name) <= 0:
+                raise ConfigError(f"init: {name} must be > 0")
+        if config.loss_agg_mode == "seq-mean-token-sum-norm" and config.sum_norm_length() is None:
+            raise ConfigError("init: loss_agg_mode seq-mean-token-sum-norm needs max_response_length (or loss_scale_factor)")
         return config
+
+    def sum_norm_length(self) -> float | None:
+        """L of seq-mean-token-sum-norm: loss_scale_factor, else max_response_length (None when neither is set)."""
+        if self.loss_scale_factor is not None:
+            return float(self.loss_scale_factor)
+        return None if self.max_response_length is None else float(self.max_response_length)
 
 
 def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:

@@ -192,6 +192,9 @@ class Trainer:
                 tensors[name] = full
             mask = batch["response_mask"].float()
             metrics["actor/entropy"] = algos.masked_mean(tensors["entropy"], mask).item()
+            for name, positions in algos.response_turn_classes(batch["response_mask"]).items():
+                if positions.any():  # e.g. a batch of single-turn answers has no tool_turns
+                    metrics[f"actor/entropy/{name}"] = algos.masked_mean(tensors["entropy"], positions).item()
             if "rollout_log_probs" in batch:
                 metrics.update(_mismatch_metrics(tensors["old_log_probs"], batch["rollout_log_probs"], mask))
             _atomic_save(tensors, out_path)
@@ -229,52 +232,7 @@ class Trainer:
 
     def _optimizer_step(self, batch: dict[str, Tensor], rows: list[int], advantages: Tensor, is_weights: Tensor | None) -> dict[str, float]:
         config = self.config
-        mask = batch["response_mask"][rows].float()
-        tokens = mask.sum().item()
-        if config.loss_agg_mode == "token-mean":
-            denominator = tokens
-        elif config.loss_agg_mode == "seq-mean-token-sum-norm":
-            factor = config.loss_scale_factor or _longest_response_span(batch["response_mask"])
-            denominator = factor * len(rows)
-        else:
-            denominator = float((mask.sum(-1) > 0).sum().item())
-        denominator = max(denominator, 1.0)
-        # FSDP averages gradients over ranks, so each rank's share is scaled by world size: the mean of the per-rank
-        # gradients is then the gradient of sum(numerators) / denominator over the whole mini-batch.
-        scale = self.world / denominator
-        sums = torch.zeros(7, dtype=torch.float64)  # pg, entropy, kl, clipped, clipped_lower, neg_delta, tokens
-        ratio_max, ratio_min = torch.tensor(-float("inf")), torch.tensor(float("inf"))
-        self.optimizer.zero_grad(set_to_none=True)
-        for micro in self._plan(batch, rows).per_rank[self.rank]:
-            # verl computes the entropy with gradients only when it is part of the loss.
-            log_probs, entropy = self._forward(self.model, batch, micro, with_entropy=config.entropy_coeff != 0)
-            if not micro:
-                (log_probs.sum() * 0.0).backward()
-                continue
-            width = log_probs.shape[1]
-            m = batch["response_mask"][micro, :width].float().to(self.device)
-            old = batch["old_log_probs"][micro, :width].to(self.device)
-            token_loss, facts = algos.clipped_surrogate(
-                log_probs, old, advantages[micro].to(self.device), config.clip_ratio_low, config.clip_ratio_high, config.clip_ratio_c
-            )
-            if is_weights is not None:
-                token_loss = token_loss * is_weights[micro, :width].to(self.device)
-            pg = algos.agg_loss_numerator(token_loss, m, config.loss_agg_mode)
-            ent = algos.agg_loss_numerator(entropy, m, config.loss_agg_mode) if entropy is not None else torch.zeros((), device=self.device)
-            loss = pg - config.entropy_coeff * ent
-            kl = torch.zeros((), device=self.device)
-            if config.use_kl_loss:
-                ref = batch["ref_log_probs"][micro, :width].to(self.device)
-                kl = algos.agg_loss_numerator(algos.kl_penalty(log_probs, ref, config.kl_loss_type), m, config.loss_agg_mode)
-                loss = loss + config.kl_loss_coef * kl
-            (loss * scale).backward()
-            sums += torch.tensor(
-                [pg.item(), ent.item(), kl.item(), (facts["clipped"] * m).sum().item(), (facts["clipped_lower"] * m).sum().item(),
-                 (facts["neg_delta"] * m).sum().item(), m.sum().item()], dtype=torch.float64)
-            on = m.bool()
-            if on.any():
-                ratio_max = torch.maximum(ratio_max, facts["ratio"][on].max().cpu())
-                ratio_min = torch.minimum(ratio_min, facts["ratio"][on].min().cpu())
+        metrics = self._accumulate_gradients(batch, rows, advantages, is_weights)
         if self.fsdp == "fsdp1":  # FSDP1's flat shards need its own method to see the global norm
             grad_norm = self.model.clip_grad_norm_(config.grad_clip)  # type: ignore[operator]
         else:
@@ -288,24 +246,65 @@ class Trainer:
         lr = self.scheduler.get_last_lr()[0]
         self.scheduler.step()
         self.step += 1
-        dist.all_reduce(sums)
-        extremes = torch.tensor([ratio_max.item(), -ratio_min.item()], dtype=torch.float64)
-        dist.all_reduce(extremes, op=dist.ReduceOp.MAX)
-        count = max(sums[6].item(), 1e-8)
-        metrics = {
-            "actor/pg_loss": sums[0].item() / denominator,
-            "actor/kl_loss": sums[2].item() / denominator,
-            "actor/pg_clipfrac": sums[3].item() / count,
-            "actor/pg_clipfrac_lower": sums[4].item() / count,
-            "actor/ppo_kl": sums[5].item() / count,
-            "actor/grad_norm": grad_norm,
-            "actor/lr": lr,
-            "actor/ratio_max": extremes[0].item(),
-            "actor/ratio_min": -extremes[1].item(),
-            "actor/skipped_step": 0.0 if torch.isfinite(torch.tensor(grad_norm)) else 1.0,
-        }
-        if config.entropy_coeff != 0:  # otherwise the entropy is not computed here; compute_log_probs reports it
-            metrics["actor/entropy"] = sums[1].item() / denominator
+        metrics["actor/grad_norm"] = grad_norm
+        metrics["actor/lr"] = lr
+        metrics["actor/skipped_step"] = 0.0 if torch.isfinite(torch.tensor(grad_norm)) else 1.0
+        return metrics
+
+    def _accumulate_gradients(
+        self, batch: dict[str, Tensor], rows: list[int], advantages: Tensor, is_weights: Tensor | None
+    ) -> dict[str, float]:
+        """Leaves in the parameters' .grad the gradient of one mini-batch's loss (the `rows` of every rank together):
+
+            loss = policy_loss - entropy_coeff * agg_loss(entropy) + kl_loss_coef * agg_loss(kl_penalty(logp, ref))
+
+        with the algos functions on each micro-batch, normalised by the whole mini-batch's `agg_norm` (and token count
+        for the token metrics), so the micro-batch losses sum to the loss of the mini-batch computed in one go. FSDP
+        averages gradients over ranks, so each rank's share is scaled by the world size. Returns the mini-batch's
+        metrics, summed over micro-batches and ranks."""
+        config = self.config
+        mode, length = config.loss_agg_mode, config.sum_norm_length()
+        mask = batch["response_mask"][rows]
+        norm = algos.agg_norm(mask, mode, length)
+        tokens = float(mask.sum().item())
+        # verl computes the entropy with gradients only when it is part of the loss.
+        with_entropy = config.entropy_coeff != 0
+        sums = {name: 0.0 for name in ("actor/pg_loss", "actor/kl_loss", "actor/pg_clipfrac", "actor/pg_clipfrac_lower", "actor/ppo_kl")}
+        if with_entropy:
+            sums["actor/entropy"] = 0.0
+        extremes = {"actor/ratio_max": -float("inf"), "actor/ratio_min": float("inf")}
+        self.optimizer.zero_grad(set_to_none=True)
+        for micro in self._plan(batch, rows).per_rank[self.rank]:
+            log_probs, entropy = self._forward(self.model, batch, micro, with_entropy=with_entropy)
+            if not micro:
+                (log_probs.sum() * 0.0).backward()
+                continue
+            width = log_probs.shape[1]
+            m = batch["response_mask"][micro, :width].float().to(self.device)
+            pg, pg_metrics = algos.policy_loss(
+                log_probs, batch["old_log_probs"][micro, :width].to(self.device), advantages[micro].to(self.device), m,
+                config.clip_ratio_low, config.clip_ratio_high, config.clip_ratio_c, mode,
+                rollout_is_weights=is_weights[micro, :width].to(self.device) if is_weights is not None else None,
+                loss_scale_factor=length, global_norm=norm, global_tokens=tokens,
+            )
+            loss = pg
+            parts = {"actor/pg_loss": pg, **{f"actor/{k}": pg_metrics[k] for k in ("pg_clipfrac", "pg_clipfrac_lower", "ppo_kl")}}
+            if entropy is not None:
+                ent = algos.agg_loss(entropy, m, mode, length, norm)
+                loss = loss - config.entropy_coeff * ent
+                parts["actor/entropy"] = ent
+            if config.use_kl_loss:
+                ref = batch["ref_log_probs"][micro, :width].to(self.device)
+                kl = algos.agg_loss(algos.kl_penalty(log_probs, ref, config.kl_loss_type), m, mode, length, norm)
+                loss = loss + config.kl_loss_coef * kl
+                parts["actor/kl_loss"] = kl
+            (loss * self.world).backward()
+            for name, value in parts.items():
+                sums[name] += value.item()
+            extremes["actor/ratio_max"] = max(extremes["actor/ratio_max"], pg_metrics["ratio_max"].item())
+            extremes["actor/ratio_min"] = min(extremes["actor/ratio_min"], pg_metrics["ratio_min"].item())
+        metrics = _all_reduce(sums, dist.ReduceOp.SUM, self.device)
+        metrics.update(_all_reduce(extremes, dist.ReduceOp.MAX, self.device, negate=("actor/ratio_min",)))
         return metrics
 
     def _full_model_state(self) -> dict[str, Tensor]:
@@ -413,12 +412,14 @@ def _mismatch_metrics(old: Tensor, rollout: Tensor, mask: Tensor) -> dict[str, f
     }
 
 
-def _longest_response_span(response_mask: Tensor) -> float:
-    positions = torch.arange(response_mask.shape[1]).expand_as(response_mask)
-    on = response_mask.bool()
-    first = torch.where(on, positions, torch.full_like(positions, response_mask.shape[1])).min(dim=1).values
-    last = torch.where(on, positions, torch.full_like(positions, -1)).max(dim=1).values
-    return float(max(1, (last - first + 1).clamp(min=0).max().item()))
+def _all_reduce(values: dict[str, float], op: Any, device: torch.device, negate: tuple[str, ...] = ()) -> dict[str, float]:
+    """All-reduces named floats (the same names on every rank) in one float64 collective on `device` (NCCL needs a
+    CUDA tensor); the `negate` names are reduced negated, so a MAX reduction gives their minimum."""
+    names = sorted(values)
+    sign = [-1.0 if name in negate else 1.0 for name in names]
+    packed = torch.tensor([s * values[name] for s, name in zip(sign, names)], dtype=torch.float64, device=device)
+    dist.all_reduce(packed, op=op)
+    return {name: s * v for s, name, v in zip(sign, names, packed.tolist())}
 
 
 def _rng_state() -> dict[str, Any]:

@@ -6,12 +6,15 @@ import pytest
 import torch
 
 from agentrl_worker.algos import (
+    LOSS_AGG_MODES,
     agg_loss,
+    agg_norm,
     grpo_advantages,
     kl_penalty,
     log_probs_and_entropy,
     token_log_probs,
     policy_loss,
+    response_turn_classes,
     rloo_advantages,
 )
 
@@ -68,26 +71,62 @@ MASK = torch.tensor([[1, 1, 0], [1, 0, 0], [0, 0, 0]])  # the last row is fully 
 
 
 @pytest.mark.parametrize(
-    "mode, expected",
+    "mode, expected, norm",
     [
-        ("token-mean", 7 / 3),  # (1 + 2 + 4) / 3 tokens
-        ("seq-mean-token-sum", 3.5),  # rows 3 and 4, the masked row ignored
-        ("seq-mean-token-mean", 2.75),  # rows 1.5 and 4
-        ("seq-mean-token-sum-norm", 7 / 3),  # 7 / T with T = 3, not divided by B
+        ("token-mean", 7 / 3, 3),  # (1 + 2 + 4) / 3 tokens
+        ("seq-mean-token-sum", 3.5, 2),  # rows 3 and 4, the masked row ignored
+        ("seq-mean-token-mean", 2.75, 2),  # rows 1.5 and 4
+        ("seq-mean-token-sum-norm", 7 / 6, 6),  # Dr.GRPO: mean over the 2 sequences of (row sum / L), L = 3: 3.5 / 3
     ],
 )
-def test_agg_loss_modes(mode, expected):
-    close(agg_loss(LOSS, MASK, mode), expected)
+def test_agg_loss_modes(mode, expected, norm):
+    # L = 3 is only read by seq-mean-token-sum-norm
+    close(agg_loss(LOSS, MASK, mode, loss_scale_factor=3), expected)
+    assert agg_norm(MASK, mode, loss_scale_factor=3) == norm
+
+
+@pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"])
+def test_agg_loss_only_sum_norm_reads_the_scale_factor(mode):
+    assert agg_loss(LOSS, MASK, mode, loss_scale_factor=100).item() == agg_loss(LOSS, MASK, mode).item()
 
 
 def test_agg_loss_sum_norm_uses_the_scale_factor():
-    close(agg_loss(LOSS, MASK, "seq-mean-token-sum-norm", loss_scale_factor=7), 1.0)
+    # rows sum to 3 and 4: mean 3.5, / 7
+    close(agg_loss(LOSS, MASK, "seq-mean-token-sum-norm", loss_scale_factor=7), 0.5)
 
 
-@pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"])
+def test_agg_loss_sum_norm_needs_a_constant_and_ignores_the_padding_width():
+    # No default from the tensor's width or the longest response: a constant must be given.
+    with pytest.raises(ValueError, match="loss_scale_factor"):
+        agg_loss(LOSS, MASK, "seq-mean-token-sum-norm")
+    padded_loss = torch.cat([LOSS, torch.full((3, 5), 50.0)], dim=1)
+    padded_mask = torch.cat([MASK, torch.zeros(3, 5, dtype=MASK.dtype)], dim=1)
+    assert agg_loss(padded_loss, padded_mask, "seq-mean-token-sum-norm", 4).item() == agg_loss(LOSS, MASK, "seq-mean-token-sum-norm", 4).item()
+
+
+@pytest.mark.parametrize("mode", LOSS_AGG_MODES)
 def test_agg_loss_fully_masked_batch_is_zero_not_nan(mode):
-    out = agg_loss(LOSS, torch.zeros_like(MASK), mode)
+    out = agg_loss(LOSS, torch.zeros_like(MASK), mode, loss_scale_factor=3)
     assert out.item() == 0.0
+
+
+@pytest.mark.parametrize("mode", LOSS_AGG_MODES)
+def test_agg_loss_with_the_global_norm_sums_over_micro_batches(mode):
+    # What the worker does: every micro-batch, trimmed to its own width, is divided by the whole mini-batch's norm
+    # (agg_norm of its mask), so the parts add up to agg_loss of the mini-batch in one go.
+    gen = torch.Generator().manual_seed(0)
+    loss = torch.randn(7, 6, generator=gen)
+    mask = (torch.rand(7, 6, generator=gen) > 0.4).int()
+    mask[2] = 0  # a fully masked row
+    mask[3:5, 4:] = 0  # rows 3-4 are shorter: their micro-batch is trimmed to 4 columns
+    whole = agg_loss(loss, mask, mode, loss_scale_factor=5)
+    norm = agg_norm(mask, mode, loss_scale_factor=5)
+    cuts = ((0, 2, 6), (2, 5, 4), (5, 7, 6))
+    parts = [agg_loss(loss[a:b, :w], mask[a:b, :w], mode, 5, norm) for a, b, w in cuts]
+    close(sum(parts), whole.item(), 1e-5)
+    # ...and without the global norm each part would be normalised on its own, which differs.
+    alone = sum(agg_loss(loss[a:b, :w], mask[a:b, :w], mode, 5) for a, b, w in cuts)
+    assert abs(alone.item() - whole.item()) > 1e-3
 
 
 def test_agg_loss_rejects_unknown_mode():
@@ -142,6 +181,63 @@ def test_policy_loss_rollout_is_weights_scale_token_losses():
 def test_policy_loss_rejects_dual_clip_below_one():
     with pytest.raises(ValueError, match="clip_ratio_c"):
         policy_loss(torch.zeros(1, 1), torch.zeros(1, 1), torch.ones(1), torch.ones(1, 1), clip_ratio_c=1.0)
+
+
+def test_policy_loss_parts_with_global_norm_and_tokens_add_up_to_the_whole():
+    # The worker's micro-batches: loss and token metrics divided by the whole mini-batch's norm and token count.
+    gen = torch.Generator().manual_seed(1)
+    old = -torch.rand(5, 4, generator=gen) * 3
+    logp = old + torch.randn(5, 4, generator=gen) * 0.5
+    adv = torch.tensor([1.0, -1.0, 0.5, -2.0, 0.0])
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0], [0, 1, 1, 1], [1, 0, 0, 0], [1, 1, 1, 1]])
+    for mode in LOSS_AGG_MODES:
+        whole, whole_metrics = policy_loss(logp, old, adv, mask, loss_agg_mode=mode, loss_scale_factor=4, clip_ratio_c=1.5)
+        norm, tokens = agg_norm(mask, mode, 4), float(mask.sum())
+        parts = [
+            policy_loss(logp[a:b], old[a:b], adv[a:b], mask[a:b], loss_agg_mode=mode, loss_scale_factor=4, clip_ratio_c=1.5,
+                        global_norm=norm, global_tokens=tokens)
+            for a, b in ((0, 2), (2, 5))
+        ]
+        close(parts[0][0] + parts[1][0], whole.item(), 1e-5)
+        for name in ("pg_clipfrac", "pg_clipfrac_lower", "ppo_kl"):
+            close(parts[0][1][name] + parts[1][1][name], whole_metrics[name].item(), 1e-5)
+    # the clip and the dual clip both fire on this data, so the metrics above are not all zero
+    assert 0 < whole_metrics["pg_clipfrac"].item() < 1 and whole_metrics["pg_clipfrac_lower"].item() > 0
+    ratio = torch.exp(logp - old)[mask == 1]
+    assert whole_metrics["ratio_max"].item() == pytest.approx(ratio.max().item())
+    assert whole_metrics["ratio_min"].item() == pytest.approx(ratio.min().item())
+
+
+# --- response turn classes --------------------------------------------------------------------------------------
+
+def test_response_turn_classes_from_the_mask_alone():
+    mask = torch.tensor([
+        [0, 1, 1, 0, 0, 1, 1, 1, 0],  # a tool call (2 tokens), a tool response, an answer (3 tokens), padding
+        [0, 0, 1, 1, 1, 0, 0, 0, 0],  # one turn: it is the final turn, no tool turns
+        [0, 1, 0, 1, 1, 0, 1, 0, 0],  # three turns, the first of one token
+        [0, 0, 0, 0, 0, 0, 0, 0, 0],  # no response at all
+    ])
+    classes = response_turn_classes(mask)
+    assert classes["turn_start"].int().tolist() == [
+        [0, 1, 0, 0, 0, 1, 0, 0, 0],
+        [0, 0, 1, 0, 0, 0, 0, 0, 0],
+        [0, 1, 0, 1, 0, 0, 1, 0, 0],
+        [0] * 9,
+    ]
+    assert classes["final_turn"].int().tolist() == [
+        [0, 0, 0, 0, 0, 1, 1, 1, 0],
+        [0, 0, 1, 1, 1, 0, 0, 0, 0],
+        [0, 0, 0, 0, 0, 0, 1, 0, 0],
+        [0] * 9,
+    ]
+    assert classes["tool_turns"].int().tolist() == [
+        [0, 1, 1, 0, 0, 0, 0, 0, 0],
+        [0] * 9,
+        [0, 1, 0, 1, 1, 0, 0, 0, 0],
+        [0] * 9,
+    ]
+    for positions in classes.values():
+        assert positions.dtype == torch.bool
 
 
 # --- kl_penalty -------------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from agentrl_worker.algos import agg_loss, agg_loss_numerator
+from agentrl_worker.algos import LOSS_AGG_MODES, agg_loss, agg_norm
 from agentrl_worker.batch import load_batch, mini_batches, plan_micro_batches, sequence_lengths
 from agentrl_worker.config import ConfigError, WorkerConfig
 
@@ -73,16 +73,21 @@ def test_plan_gives_an_over_budget_row_its_own_micro_batch_and_empty_ones_to_idl
     assert plan.per_rank == [[[0]], [[]]]
 
 
-@pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"])
-def test_split_numerators_over_the_global_count_equal_agg_loss(mode):
-    # The worker sums numerators over micro-batches and ranks, then divides by the mini-batch's count.
-    loss = torch.randn(6, 5)
-    mask = (torch.rand(6, 5) > 0.4).int()
+@pytest.mark.parametrize("mode", LOSS_AGG_MODES)
+def test_micro_batches_of_the_plan_over_the_global_norm_sum_to_agg_loss(mode):
+    # The worker divides each micro-batch of every rank by the mini-batch's agg_norm, then sums (gradient accumulation
+    # and FSDP's rank average times the world size): the result is agg_loss of the whole mini-batch.
+    gen = torch.Generator().manual_seed(0)
+    loss = torch.randn(6, 5, generator=gen)
+    mask = (torch.rand(6, 5, generator=gen) > 0.4).int()
     mask[2] = 0
-    whole = agg_loss(loss, mask, mode)
-    parts = agg_loss_numerator(loss[:2], mask[:2], mode) + agg_loss_numerator(loss[2:], mask[2:], mode)
-    count = mask.sum() if mode == "token-mean" else (mask.sum(-1) > 0).sum()
-    assert torch.allclose(parts / count, whole, atol=1e-6)
+    lengths = [5, 4, 5, 3, 2, 5]
+    plan = plan_micro_batches(list(range(6)), lengths, world_size=2, token_budget=8)
+    assert sum(len(bins) for bins in plan.per_rank) > 2  # really cut
+    whole = agg_loss(loss, mask, mode, loss_scale_factor=16)
+    norm = agg_norm(mask, mode, loss_scale_factor=16)
+    parts = [agg_loss(loss[micro], mask[micro], mode, 16, norm) for bins in plan.per_rank for micro in bins if micro]
+    assert torch.allclose(sum(parts), whole, atol=1e-6)
 
 
 def test_config_refuses_unknown_keys_bad_types_and_bad_choices():
@@ -96,3 +101,18 @@ def test_config_refuses_unknown_keys_bad_types_and_bad_choices():
         WorkerConfig.from_dict({"model_path": "m", "use_kl_loss": True})
     config = WorkerConfig.from_dict({"model_path": "m", "lr": 1, "ppo_mini_batch_size": None})
     assert config.lr == 1 and config.kl_loss_type == "low_var_kl" and config.clip_ratio_high == 0.2
+
+
+def test_config_sum_norm_length_is_the_scale_factor_else_the_max_response_length():
+    sum_norm = {"model_path": "m", "loss_agg_mode": "seq-mean-token-sum-norm"}
+    with pytest.raises(ConfigError, match="max_response_length"):
+        WorkerConfig.from_dict(sum_norm)
+    assert WorkerConfig.from_dict({**sum_norm, "max_response_length": 512}).sum_norm_length() == 512.0
+    assert WorkerConfig.from_dict({**sum_norm, "max_response_length": 512, "loss_scale_factor": 300}).sum_norm_length() == 300.0
+    assert WorkerConfig.from_dict({**sum_norm, "loss_scale_factor": 300}).sum_norm_length() == 300.0
+    with pytest.raises(ConfigError, match="max_response_length must be > 0"):
+        WorkerConfig.from_dict({**sum_norm, "max_response_length": 0})
+    with pytest.raises(ConfigError, match="max_response_length must be int"):
+        WorkerConfig.from_dict({**sum_norm, "max_response_length": 1.5})
+    # the other modes do not need it
+    assert WorkerConfig.from_dict({"model_path": "m"}).sum_norm_length() is None
