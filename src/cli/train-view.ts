@@ -95,12 +95,19 @@ async function loadAll(files: string[], limit: number | null): Promise<Prompt[]>
 }
 
 const f3 = (x: number | undefined) => (x === undefined || Number.isNaN(x) ? "-" : x.toFixed(3));
+/** Three decimals, or three significant digits below 0.001: an early KL of 4e-5 must not read as 0.000. */
+const small3 = (x: number | undefined) => (x !== undefined && x !== 0 && Math.abs(x) < 0.001 ? x.toExponential(2) : f3(x));
 
+/**
+ * One line per step. The KL to the reference (actor/kl_loss) and the pre-clip gradient norm sit next to the reward,
+ * because a collapse shows there first: KL and grad norm climb while the reward falls.
+ */
 function stepLine(step: number, total: number, m: Record<string, number>): string {
   const timing = `${formatDuration((m["timing_s/step"] ?? 0) * 1000)} (gen ${(m["timing_s/gen"] ?? 0).toFixed(1)}s, train ${((m["timing_s/old_log_prob"] ?? 0) + (m["timing_s/update_actor"] ?? 0)).toFixed(1)}s, sync ${(m["timing_s/update_weights"] ?? 0).toFixed(1)}s)`;
   return (
     `step ${String(step).padStart(4)}/${total} | reward ${f3(m["critic/rewards/mean"])} | acc ${f3(m["acc/mean"])} | ` +
-    `pg_loss ${f3(m["actor/pg_loss"])} | kl ${f3(m["actor/kl_loss"] ?? m["actor/ppo_kl"])} | clip ${f3(m["actor/pg_clipfrac"])} | ` +
+    `kl ${small3(m["actor/kl_loss"] ?? m["actor/ppo_kl"])} | grad_norm ${f3(m["actor/grad_norm"])} | ` +
+    `pg_loss ${f3(m["actor/pg_loss"])} | clip ${f3(m["actor/pg_clipfrac"])} | ` +
     `len ${Math.round(m["response_length/mean"] ?? 0)} | turns ${f3(m["num_turns/mean"])} | tools ${f3(m["tool/calls_per_traj"])} | ${timing}`
   );
 }
