@@ -6,7 +6,7 @@ import path from "node:path";
 import { appendFileSync, existsSync, mkdirSync } from "node:fs";
 import { dump as dumpYaml } from "js-yaml";
 import ora from "ora";
-import { AgentrlError, ExitError, UsageError } from "../errors.js";
+import { AgentrlError, ExitError, InputError, UsageError } from "../errors.js";
 import { overSampleTarget } from "../rollout/over-sample.js";
 import { readParquetInfo } from "../data/parquet.js";
 import { readPrompts, type Prompt } from "../rollout/sample.js";
@@ -161,16 +161,24 @@ export async function runTrainCommand(flags: TrainFlags): Promise<void> {
     await printDryRun(config, Boolean(flags.json));
     return;
   }
+  const valOnly = config.trainer.val_only;
+  if (valOnly && asList(config.data.val_files).length === 0) {
+    throw new InputError(`${flags.config}: trainer.val_only needs data.val_files (the prompts to validate on)`, {
+      hint: "set data.val_files, e.g. --set data.val_files=data/test.parquet",
+    });
+  }
   const runDir = runDirOf(config);
   const resumeState = await runDir.prepare({ resume: Boolean(flags.resume), force: Boolean(flags.force) });
   const startedOver = Boolean(flags.resume) && !resumeState;
   if (startedOver) {
     if (!existsSync(runDir.configFile)) throw new UsageError(`${runDir.root}: no run to resume`, { hint: "start without --resume" });
     // A run stopped before its first checkpoint left nothing to continue from: --resume starts it over (verl's
-    // resume_mode auto) and drops its metric lines, so each step is logged once.
-    runDir.truncateMetricsAfter(-1);
+    // resume_mode auto) and drops its metric lines, so each step is logged once. Validating only trains nothing,
+    // so it keeps them (and validates model.path at step 0).
+    if (!valOnly) runDir.truncateMetricsAfter(-1);
   }
-  await runDir.writeConfig(config);
+  // A validation of a run's checkpoint keeps the run's own config.yaml: its --resume hint must go on training.
+  if (!(valOnly && flags.resume)) await runDir.writeConfig(config);
   mkdirSync(path.dirname(runDir.logFile("worker")), { recursive: true });
 
   const rollout = config.actor_rollout_ref.rollout;
@@ -201,13 +209,17 @@ export async function runTrainCommand(flags: TrainFlags): Promise<void> {
   let worker: Awaited<ReturnType<typeof WorkerClient.start>> | undefined;
   let client: ReturnType<typeof makeClient> | undefined;
   const reporter = consoleReporter(totalSteps(config, trainPrompts.length), flags);
-  if (startedOver) reporter.note(`${runDir.root} has no checkpoint yet: starting the run over from step 1`);
+  if (startedOver) {
+    reporter.note(`${runDir.root} has no checkpoint yet: ${valOnly ? "validating model.path" : "starting the run over from step 1"}`);
+  }
+  // Validating model.path needs the engine alone; the worker is there to load a checkpoint and push its weights.
+  const needsWorker = !valOnly || resumeState !== undefined;
   const tensorboard = config.trainer.logger.includes("tensorboard")
     ? (await import("../train/tensorboard.js")).startTensorboard(path.join(runDir.root, "tensorboard"), (m) => reporter.note(m))
     : undefined;
   try {
     // The engine and the worker each take seconds to start (imports, model loading): they start side by side.
-    if (rollout.name === "embedded") reporter.note("starting the embedded engine and the training worker...");
+    if (rollout.name === "embedded") reporter.note(`starting the embedded engine${needsWorker ? " and the training worker" : ""}...`);
     const startingEngine =
       rollout.name === "embedded"
         ? startEngine({
@@ -220,7 +232,7 @@ export async function runTrainCommand(flags: TrainFlags): Promise<void> {
         : Promise.resolve(undefined);
     const workerLog = runDir.logFile("worker");
     const actor = config.actor_rollout_ref.actor;
-    const startingWorker = WorkerClient.start({
+    const startingWorker = !needsWorker ? Promise.resolve(undefined) : WorkerClient.start({
       nprocPerNode: config.trainer.n_gpus_per_node,
       ...(config.trainer.nnodes > 1 || config.trainer.torchrun_args.length
         ? { torchrunArgs: [`--nnodes=${config.trainer.nnodes}`, ...config.trainer.torchrun_args] }
@@ -291,7 +303,12 @@ export async function runTrainCommand(flags: TrainFlags): Promise<void> {
       process.stderr.write(`stopped after step ${result.lastStep}; checkpoint: ${checkpoint}\nresume with: agentrl train --config ${flags.config} --resume\n`);
       throw new ExitError(130);
     }
-    if (!flags.json) process.stdout.write(`${style.green("done")}: ${result.lastStep} steps; run folder ${runDir.root} (checkpoint ${checkpoint})\n`);
+    if (!flags.json) {
+      const summary = valOnly
+        ? `validated step ${result.lastStep} (trainer.val_only); metrics in ${runDir.metricsFile}`
+        : `${result.lastStep} steps; run folder ${runDir.root} (checkpoint ${checkpoint})`;
+      process.stdout.write(`${style.green("done")}: ${summary}\n`);
+    }
   } catch (err) {
     if (err instanceof Error && "logTail" in err && typeof (err as { logTail: unknown }).logTail === "string" && (err as { logTail: string }).logTail) {
       process.stderr.write(`${style.dim((err as { logTail: string }).logTail)}\n`);

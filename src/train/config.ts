@@ -102,6 +102,9 @@ export const trainConfigSchema = z.strictObject({
       save_freq: z.number().int().default(-1).describe("checkpoint every N steps; -1 = only at the end and on Ctrl-C"),
       test_freq: z.number().int().default(-1).describe("validate every N steps; -1 = never during training"),
       val_before_train: z.boolean().default(false).describe("validate once before the first step (metrics line with step 0)"),
+      val_only: z
+        .boolean().default(false)
+        .describe("validate and exit without training: model.path, or with --resume the last checkpoint (metrics line at its step); needs data.val_files"),
       nnodes: z.number().int().positive().default(1).describe("training nodes (torchrun --nnodes)"),
       n_gpus_per_node: z.number().int().positive().default(1).describe("training ranks per node (torchrun --nproc_per_node)"),
       torchrun_args: z.array(z.string()).default([]).describe("multi-node rendezvous flags, e.g. [--node_rank, 0, --rdzv_endpoint, host:29500]"),

@@ -38,7 +38,11 @@ export interface TrainLoopOptions {
   resumeState: RunState | undefined;
   client: SglangClient;
   parts: RolloutParts;
-  worker: WorkerClient;
+  /**
+   * The training worker. Absent only with trainer.val_only and no checkpoint to load: validating model.path needs the
+   * engine alone, and a big model's trainer copy would only take GPU memory.
+   */
+  worker: WorkerClient | undefined;
   trainPrompts: Prompt[];
   valPrompts: Prompt[];
   /** Also receives every metrics record written to metrics.jsonl (TensorBoard). */
@@ -60,7 +64,11 @@ export function totalSteps(config: TrainConfig, trainSize: number): number {
 }
 
 export async function trainLoop(options: TrainLoopOptions): Promise<TrainLoopResult> {
-  const { config, runDir, worker, client, parts, reporter } = options;
+  const { config, runDir, client, parts, reporter } = options;
+  const worker = (): WorkerClient => {
+    if (!options.worker) throw new AgentrlError("internal: the training worker was not started");
+    return options.worker;
+  };
   const rollout = config.actor_rollout_ref.rollout;
   const total = totalSteps(config, options.trainPrompts.length);
   const cursor = new DataCursor(
@@ -91,7 +99,7 @@ export async function trainLoop(options: TrainLoopOptions): Promise<TrainLoopRes
   const pushWeights = async (forStep: number): Promise<void> => {
     reporter.phase(forStep, "sync");
     if (config.trainer.colocate) await client.resumeMemoryOccupation({ tags: ["weights"] });
-    await worker.saveWeights(runDir.weightsDir);
+    await worker().saveWeights(runDir.weightsDir);
     const version = String(forStep);
     const results = await client.updateWeightsFromDisk({ modelPath: path.resolve(runDir.weightsDir), weightVersion: version });
     const failed = results.filter((r) => !r.ok || !r.value.success);
@@ -108,7 +116,7 @@ export async function trainLoop(options: TrainLoopOptions): Promise<TrainLoopRes
   const checkpoint = async (forStep: number): Promise<void> => {
     reporter.phase(forStep, "checkpoint");
     const dir = runDir.checkpointDir(forStep);
-    await worker.saveCheckpoint(dir);
+    await worker().saveCheckpoint(dir);
     await runDir.writeState({ step: forStep, cursor: cursor.position, checkpoint: runDir.relative(dir), weight_version: weightVersion });
     lastCheckpoint = dir;
   };
@@ -140,10 +148,19 @@ export async function trainLoop(options: TrainLoopOptions): Promise<TrainLoopRes
 
   try {
     if (options.resumeState && lastCheckpoint) {
-      await worker.loadCheckpoint(lastCheckpoint);
-      runDir.truncateMetricsAfter(step);
+      await worker().loadCheckpoint(lastCheckpoint);
+      // Steps after the checkpoint are redone and logged again; a validation-only run redoes none, so it keeps them.
+      if (!config.trainer.val_only) runDir.truncateMetricsAfter(step);
       reporter.note(`resumed from ${runDir.relative(lastCheckpoint)} (step ${step}, epoch ${cursor.position.epoch}, prompt ${cursor.position.offset})`);
       await pushWeights(step);
+    }
+    if (config.trainer.val_only) {
+      // verl's trainer.val_only: validate the current weights (model.path, or the checkpoint resumed from), log the
+      // metrics line at the current step, and stop before the first training step.
+      const metrics = await validate(step);
+      if (options.stop.aborted) return { lastStep: step, stopped: true, lastCheckpoint }; // partial: not logged
+      record({ step, time: Date.now() / 1000, ...metrics });
+      return { lastStep: step, stopped: false, lastCheckpoint };
     }
     if (step === 0 && config.trainer.val_before_train) {
       const metrics = await validate(0);
@@ -236,11 +253,11 @@ export async function trainLoop(options: TrainLoopOptions): Promise<TrainLoopRes
         await writeBatch(batchFile, rows, padTokenId);
         reporter.phase(current, "log_prob");
         let t0 = performance.now();
-        const logProbs = await worker.computeLogProbs(batchFile, logProbFile);
+        const logProbs = await worker().computeLogProbs(batchFile, logProbFile);
         timing["timing_s/old_log_prob"] = (performance.now() - t0) / 1000;
         reporter.phase(current, "update");
         t0 = performance.now();
-        const update = await worker.update(batchFile, logProbs.path);
+        const update = await worker().update(batchFile, logProbs.path);
         timing["timing_s/update_actor"] = (performance.now() - t0) / 1000;
         Object.assign(metrics, logProbs.metrics, update.metrics);
         await attachTrainerLogProbs(kept, logProbs.path);

@@ -1,0 +1,89 @@
+/**
+ * `trainer.val_only` (verl's key) end to end on the CPU demo, kept short: the built CLI validates model.path without
+ * training (no total_training_steps, no worker), then a 1-step run makes a checkpoint and `--resume` with val_only
+ * validates that checkpoint at its step. The 1-step run's console line also shows the KL loss and the grad norm.
+ */
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { runCli } from "./helpers/cli.js";
+import { DEMO_CONFIG, pad6, readMetrics } from "./helpers/train.js";
+import { readTrajectories } from "../src/data/trajectory-store.js";
+
+const scratch = mkdtempSync(path.join(os.tmpdir(), "agentrl-train-val-only-"));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+const RUN_TIMEOUT_MS = 240_000;
+
+/** The demo, small: 4 validation prompts, 2 prompts × n=2 per training step. */
+function demoArgs(runDir: string): string[] {
+  return [
+    "train", "--config", DEMO_CONFIG,
+    "--set", `trainer.default_local_dir=${runDir}`,
+    "--set", "data.val_max_samples=4",
+    "--set", "data.train_batch_size=2",
+    "--set", "actor_rollout_ref.rollout.n=2",
+    "--set", "trainer.test_freq=-1",
+  ];
+}
+
+const VAL_REWARD = "val-core/agentrl/vault/reward/mean@1";
+const VAL_ACC = "val-core/agentrl/vault/acc/mean@1";
+
+describe("agentrl train with trainer.val_only", () => {
+  it("validates model.path without training: one metrics line at step 0, printed as JSON, exit 0", async () => {
+    const runDir = path.join(scratch, "fresh");
+    const result = await runCli(
+      [...demoArgs(runDir), "--json", "--set", "trainer.val_only=true", "--set", "trainer.total_training_steps=null"],
+      { timeoutMs: RUN_TIMEOUT_MS },
+    );
+    expect(result.code, result.stderr).toBe(0);
+    const events = result.stdout.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(events.filter((e) => e.event === "step")).toEqual([]);
+    const validation = events.filter((e) => e.event === "validation");
+    expect(validation).toHaveLength(1);
+    expect(validation[0]).toMatchObject({ step: 0, [VAL_REWARD]: expect.any(Number), [VAL_ACC]: expect.any(Number) });
+    const metrics = readMetrics(runDir);
+    expect(metrics.map((m) => m.step)).toEqual([0]);
+    expect(metrics[0]![VAL_REWARD]).toBe(validation[0]![VAL_REWARD]);
+    // The default vault reward is correctness only, so validation accuracy equals validation reward.
+    expect(metrics[0]![VAL_ACC]).toBe(metrics[0]![VAL_REWARD]);
+    const validated = [];
+    for await (const t of readTrajectories(path.join(runDir, "rollouts", `val-${pad6(0)}.parquet`))) validated.push(t);
+    expect(validated).toHaveLength(4);
+    // No training: no checkpoint, and the worker was never started.
+    expect(existsSync(path.join(runDir, "state.json"))).toBe(false);
+    expect(existsSync(path.join(runDir, "logs", "worker.log"))).toBe(false);
+  }, RUN_TIMEOUT_MS);
+
+  it("needs data.val_files, naming the config file (exit 2, before anything starts)", async () => {
+    const runDir = path.join(scratch, "no-val");
+    const result = await runCli([...demoArgs(runDir), "--set", "trainer.val_only=true", "--set", "data.val_files=null"]);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain(`${DEMO_CONFIG}: trainer.val_only needs data.val_files`);
+    expect(existsSync(runDir)).toBe(false);
+  });
+
+  it("with --resume validates the last checkpoint at its step and keeps the run's config; the step line shows kl and grad_norm", async () => {
+    const runDir = path.join(scratch, "trained");
+    const trained = await runCli([...demoArgs(runDir), "--quiet", "--set", "trainer.total_training_steps=1"], { timeoutMs: RUN_TIMEOUT_MS });
+    expect(trained.code, trained.stderr).toBe(0);
+    const stepLine = trained.stdout.split("\n").find((l) => l.startsWith("step "));
+    expect(stepLine).toMatch(/\| reward -?\d+\.\d{3} \| acc \d\.\d{3} \| kl -?\d+\.\d{2,3}(e[-+]\d+)? \| grad_norm \d+\.\d{3} \|/);
+    const config = readFileSync(path.join(runDir, "config.yaml"), "utf8");
+
+    const result = await runCli([...demoArgs(runDir), "--resume", "--set", "trainer.val_only=true"], { timeoutMs: RUN_TIMEOUT_MS });
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stdout).toMatch(/validation @ step 1: .*val-core\/agentrl\/vault\/reward\/mean@1/);
+    expect(result.stdout).toContain("done: validated step 1 (trainer.val_only)");
+    const metrics = readMetrics(runDir);
+    expect(metrics.map((m) => m.step)).toEqual([1, 1]); // the training step's line, then the validation's
+    expect(metrics[0]!["actor/pg_loss"]).toEqual(expect.any(Number));
+    expect(Object.keys(metrics[1]!).filter((k) => !k.startsWith("val-core/")).sort()).toEqual(["step", "time"]);
+    // The checkpoint's weights were pushed to the engine before validating: the trajectories say so.
+    const validated = [];
+    for await (const t of readTrajectories(path.join(runDir, "rollouts", `val-${pad6(1)}.parquet`))) validated.push(t);
+    expect(validated.map((t) => t.weight_version)).toEqual(["1", "1", "1", "1"]);
+    expect(readFileSync(path.join(runDir, "config.yaml"), "utf8")).toBe(config);
+  }, 3 * RUN_TIMEOUT_MS);
+});
