@@ -83,6 +83,22 @@ describe("agentrl train --dry-run", () => {
     expect(effective.trainer.total_training_steps).toBe(3);
   });
 
+  it("shows the learning-rate schedule; verl's older warmup_style is accepted and wins; a wrong type names its path", async () => {
+    const result = await runCli([
+      "train", "--config", config("lr.yaml", base), "--dry-run", "--json",
+      "--set", "actor_rollout_ref.actor.optim.lr_warmup_steps_ratio=0.1", "--set", "actor_rollout_ref.actor.optim.warmup_style=cosine",
+      "--set", "actor_rollout_ref.actor.optim.min_lr_ratio=0.1",
+    ]);
+    expect(result.code, result.stderr).toBe(0);
+    // train_files does not exist here, so the run's optimizer steps are unknown: 4 mini-batches × 2 epochs per step.
+    expect(JSON.parse(result.stdout).implied.lr_schedule).toBe(
+      "lr 0.000001, linear warm-up from 0 over 0.1 × the run's optimizer steps, then cosine down to 0.1 × lr at optimizer step ? (8 optimizer steps per training step)",
+    );
+    const wrong = await runCli(["train", "--config", config("lr2.yaml", base), "--dry-run", "--set", "actor_rollout_ref.actor.optim.lr_scheduler_type=linear"]);
+    expect(wrong.code).toBe(2);
+    expect(wrong.stderr).toMatch(/actor_rollout_ref\.actor\.optim\.lr_scheduler_type: .*"constant"\|"cosine"/);
+  });
+
   it("a YAML syntax error names the file", async () => {
     const file = config("broken.yaml", "data: [unclosed\n");
     const result = await runCli(["train", "--config", file, "--dry-run"]);

@@ -1,7 +1,10 @@
 /**
  * `trainer.val_only` (verl's key) end to end on the CPU demo, kept short: the built CLI validates model.path without
  * training (no total_training_steps, no worker), then a 1-step run makes a checkpoint and `--resume` with val_only
- * validates that checkpoint at its step. The 1-step run's console line also shows the KL loss and the grad norm.
+ * validates that checkpoint at its step. The 1-step run, which costs the most, checks two more things on the way: its
+ * console line shows the KL loss and the grad norm, and the learning-rate schedule's keys reach the worker (two
+ * optimizer steps, warm-up ratio 0.5 of them: the first runs at lr 0, the second at the full lr, after which the cosine
+ * would start; actor/lr is their mean).
  */
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
@@ -66,8 +69,20 @@ describe("agentrl train with trainer.val_only", () => {
 
   it("with --resume validates the last checkpoint at its step and keeps the run's config; the step line shows kl and grad_norm", async () => {
     const runDir = path.join(scratch, "trained");
-    const trained = await runCli([...demoArgs(runDir), "--quiet", "--set", "trainer.total_training_steps=1"], { timeoutMs: RUN_TIMEOUT_MS });
+    const trained = await runCli(
+      [
+        ...demoArgs(runDir), "--quiet", "--set", "trainer.total_training_steps=1",
+        "--set", "actor_rollout_ref.actor.ppo_mini_batch_size=1",
+        "--set", "actor_rollout_ref.actor.optim.lr_warmup_steps_ratio=0.5",
+        "--set", "actor_rollout_ref.actor.optim.lr_scheduler_type=cosine",
+        "--set", "actor_rollout_ref.actor.optim.min_lr_ratio=0.1",
+      ],
+      { timeoutMs: RUN_TIMEOUT_MS },
+    );
     expect(trained.code, trained.stderr).toBe(0);
+    const [stepMetrics] = readMetrics(runDir);
+    expect(stepMetrics!["actor/optimizer_steps"]).toBe(2);
+    expect(stepMetrics!["actor/lr"]).toBeCloseTo((0 + 5e-3) / 2, 9); // the demo's lr is 5e-3
     const stepLine = trained.stdout.split("\n").find((l) => l.startsWith("step "));
     expect(stepLine).toMatch(/\| reward -?\d+\.\d{3} \| acc \d\.\d{3} \| kl -?\d+\.\d{2,3}(e[-+]\d+)? \| grad_norm \d+\.\d{3} \|/);
     const config = readFileSync(path.join(runDir, "config.yaml"), "utf8");

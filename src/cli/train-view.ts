@@ -12,7 +12,7 @@ import { readParquetInfo } from "../data/parquet.js";
 import { readPrompts, type Prompt } from "../rollout/sample.js";
 import { loadRolloutParts, makeClient, readApiKey } from "../rollout/setup.js";
 import { trainConfigSchema, asList, type TrainConfig } from "../train/config.js";
-import { totalSteps, trainLoop, type TrainReporter } from "../train/loop.js";
+import { optimizerStepsPerStep, totalOptimizerSteps, totalSteps, trainLoop, type TrainReporter } from "../train/loop.js";
 import { RunDir } from "../train/run-dir.js";
 import type { TrainFlags } from "./commands/train.js";
 import { applySets, readYamlConfig, setPath, validateConfig, type ConfigTree } from "./config.js";
@@ -67,6 +67,7 @@ async function printDryRun(config: TrainConfig, json: boolean): Promise<void> {
         ? `each step's rollout stops once ${overSampleTarget(perStep, rollout.over_sample_rate)} of ${perStep} have finished`
         : "off",
     total_steps: trainRows === null ? null : totalSteps(config, trainRows),
+    lr_schedule: lrScheduleText(config, trainRows === null ? null : totalOptimizerSteps(config, trainRows)),
     training_gpus: config.trainer.nnodes * config.trainer.n_gpus_per_node,
     inference:
       rollout.name === "embedded"
@@ -80,6 +81,22 @@ async function printDryRun(config: TrainConfig, json: boolean): Promise<void> {
   }
   process.stdout.write(`# effective config\n${dumpYaml(config, { lineWidth: 120 })}\n# what it implies\n`);
   for (const [key, value] of Object.entries(implied)) process.stdout.write(`- ${key.replaceAll("_", " ")}: ${value ?? "unknown (train_files not readable)"}\n`);
+}
+
+/** The learning-rate schedule in words, for --dry-run (the worker's lr_schedule.py computes it). */
+function lrScheduleText(config: TrainConfig, totalOptimizer: number | null): string {
+  const optim = config.actor_rollout_ref.actor.optim;
+  const warmup =
+    optim.lr_warmup_steps >= 0 ? String(optim.lr_warmup_steps)
+    : totalOptimizer === null ? `${optim.lr_warmup_steps_ratio} × the run's`
+    : String(Math.floor(optim.lr_warmup_steps_ratio * totalOptimizer));
+  const after =
+    (optim.warmup_style ?? optim.lr_scheduler_type) === "cosine"
+      ? `cosine down to ${optim.min_lr_ratio} × lr at optimizer step ${totalOptimizer ?? "?"}`
+      : "constant";
+  const perStep = optimizerStepsPerStep(config);
+  const steps = `${perStep} optimizer step${perStep === 1 ? "" : "s"} per training step`;
+  return warmup === "0" ? `lr ${optim.lr}, ${after} (${steps})` : `lr ${optim.lr}, linear warm-up from 0 over ${warmup} optimizer steps, then ${after} (${steps})`;
 }
 
 async function loadAll(files: string[], limit: number | null): Promise<Prompt[]> {
@@ -248,6 +265,11 @@ export async function runTrainCommand(flags: TrainFlags): Promise<void> {
         betas: actor.optim.betas,
         weight_decay: actor.optim.weight_decay,
         lr_warmup_steps: actor.optim.lr_warmup_steps,
+        lr_warmup_steps_ratio: actor.optim.lr_warmup_steps_ratio,
+        lr_scheduler_type: actor.optim.warmup_style ?? actor.optim.lr_scheduler_type,
+        min_lr_ratio: actor.optim.min_lr_ratio,
+        num_cycles: actor.optim.num_cycles,
+        total_optimizer_steps: totalOptimizerSteps(config, trainPrompts.length),
         grad_clip: actor.grad_clip,
         reshard_after_forward: actor.fsdp_config.reshard_after_forward,
         use_ref: actor.use_kl_loss,

@@ -32,7 +32,20 @@ export const trainConfigSchema = z.strictObject({
         optim: z
           .strictObject({
             lr: z.number().positive().default(1e-6).describe("AdamW learning rate"),
-            lr_warmup_steps: z.number().int().nonnegative().default(0).describe("linear warm-up over optimizer steps"),
+            lr_warmup_steps: z
+              .number().int().default(-1)
+              .describe("linear warm-up from 0 over this many optimizer steps; negative (verl's -1) = lr_warmup_steps_ratio decides"),
+            lr_warmup_steps_ratio: z
+              .number().min(0).max(1).default(0)
+              .describe("warm-up as a fraction of the run's optimizer steps, when lr_warmup_steps is negative"),
+            lr_scheduler_type: z
+              .enum(["constant", "cosine"]).default("constant")
+              .describe("after the warm-up: constant, or cosine decay to min_lr_ratio × lr at the run's last optimizer step"),
+            warmup_style: z
+              .enum(["constant", "cosine"]).nullable().default(null)
+              .describe("verl's older name of lr_scheduler_type (deprecated there); when set it wins"),
+            min_lr_ratio: z.number().min(0).max(1).default(0).describe("cosine: the final learning rate as a fraction of lr"),
+            num_cycles: z.number().positive().default(0.5).describe("cosine: waves over the decay; 0.5 = one half-wave from lr down to the minimum"),
             weight_decay: z.number().nonnegative().default(0.01).describe("AdamW weight decay"),
             betas: z.tuple([z.number(), z.number()]).default([0.9, 0.999]).describe("AdamW betas"),
           })

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .algos import KL_KINDS, LOSS_AGG_MODES
+from .lr_schedule import SCHEDULER_TYPES
 
 
 class ConfigError(ValueError):
@@ -23,8 +24,17 @@ class WorkerConfig:
     lr: float = 1e-6
     betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
     weight_decay: float = 0.01
-    lr_warmup_steps: int = 0
-    """Linear warm-up over this many optimizer steps, then a constant learning rate."""
+    lr_warmup_steps: int = -1
+    """Linear warm-up from 0 over this many optimizer steps; negative (verl's default): lr_warmup_steps_ratio decides."""
+    lr_warmup_steps_ratio: float = 0.0
+    """Warm-up as a fraction of total_optimizer_steps, when lr_warmup_steps is negative."""
+    lr_scheduler_type: str = "constant"
+    """After the warm-up: constant, or cosine down to min_lr_ratio × lr at total_optimizer_steps (lr_schedule.py)."""
+    min_lr_ratio: float = 0.0
+    num_cycles: float = 0.5
+    """Cosine waves over the decay; 0.5 is one half-wave from lr down to min_lr_ratio × lr."""
+    total_optimizer_steps: int | None = None
+    """Optimizer steps of the whole run (the CLI's estimate), needed by cosine and by lr_warmup_steps_ratio."""
     grad_clip: float = 1.0
     reshard_after_forward: bool = True
     use_ref: bool = False
@@ -79,6 +89,7 @@ class WorkerConfig:
             raise ConfigError("init: micro_batch_token_budget and ppo_epochs must be >= 1")
         if config.use_kl_loss and not config.use_ref:
             raise ConfigError("init: use_kl_loss needs use_ref: true")
+        _check_schedule(config)
         for name in ("loss_scale_factor", "max_response_length"):
             if getattr(config, name) is not None and getattr(config, name) <= 0:
                 raise ConfigError(f"init: {name} must be > 0")
@@ -91,6 +102,22 @@ class WorkerConfig:
         if self.loss_scale_factor is not None:
             return float(self.loss_scale_factor)
         return None if self.max_response_length is None else float(self.max_response_length)
+
+
+def _check_schedule(config: WorkerConfig) -> None:
+    """The learning-rate schedule's fields: what would otherwise fail (or silently do nothing) at the first step."""
+    _check_choice("lr_scheduler_type", config.lr_scheduler_type, SCHEDULER_TYPES)
+    if not 0.0 <= config.min_lr_ratio <= 1.0:
+        raise ConfigError(f"init: min_lr_ratio must be in [0, 1], got {config.min_lr_ratio}")
+    if not 0.0 <= config.lr_warmup_steps_ratio <= 1.0:
+        raise ConfigError(f"init: lr_warmup_steps_ratio must be in [0, 1], got {config.lr_warmup_steps_ratio}")
+    if config.total_optimizer_steps is not None and config.total_optimizer_steps < 1:
+        raise ConfigError("init: total_optimizer_steps must be >= 1")
+    if config.total_optimizer_steps is None:
+        if config.lr_scheduler_type == "cosine":
+            raise ConfigError("init: lr_scheduler_type cosine needs total_optimizer_steps")
+        if config.lr_warmup_steps < 0 and config.lr_warmup_steps_ratio > 0:
+            raise ConfigError("init: lr_warmup_steps_ratio needs total_optimizer_steps")
 
 
 def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:

@@ -17,6 +17,7 @@ from torch import Tensor
 from . import algos
 from .batch import Plan, load_batch, mini_batches, plan_micro_batches, sequence_lengths
 from .config import ConfigError, WorkerConfig
+from .lr_schedule import make_scheduler
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 
@@ -99,9 +100,15 @@ class Trainer:
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=config.lr, betas=tuple(config.betas), weight_decay=config.weight_decay
         )
-        warmup = config.lr_warmup_steps
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lambda step: min(1.0, (step + 1) / warmup) if warmup > 0 else 1.0
+        # verl's warm-up and constant/cosine schedule, stepped once per optimizer step (lr_schedule.py).
+        self.scheduler = make_scheduler(
+            self.optimizer,
+            lr_warmup_steps=config.lr_warmup_steps,
+            lr_warmup_steps_ratio=config.lr_warmup_steps_ratio,
+            total_steps=config.total_optimizer_steps,
+            scheduler_type=config.lr_scheduler_type,
+            min_lr_ratio=config.min_lr_ratio,
+            num_cycles=config.num_cycles,
         )
 
     # --- helpers ----------------------------------------------------------------------------------------------

@@ -12,7 +12,14 @@ export interface WorkerInitConfig {
   lr?: number;
   betas?: [number, number];
   weight_decay?: number;
+  /** Negative (the worker's default, -1): lr_warmup_steps_ratio × total_optimizer_steps. */
   lr_warmup_steps?: number;
+  lr_warmup_steps_ratio?: number;
+  lr_scheduler_type?: "constant" | "cosine";
+  min_lr_ratio?: number;
+  num_cycles?: number;
+  /** The run's optimizer steps: needed by the cosine schedule and by lr_warmup_steps_ratio. */
+  total_optimizer_steps?: number | null;
   grad_clip?: number;
   reshard_after_forward?: boolean;
   use_ref?: boolean;
