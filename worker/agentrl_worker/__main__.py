@@ -115,6 +115,10 @@ def _dispatch(state: dict[str, Any], message: dict[str, Any]) -> dict[str, Any]:
         return trainer.load_checkpoint(_require(message, "dir"))
     if cmd == "fingerprint":
         return trainer.fingerprint()
+    if cmd == "sft_step":
+        return trainer.sft_step(_require(message, "batch"))
+    if cmd == "sft_eval":
+        return trainer.sft_eval(_require(message, "batch"))
     raise ConfigError(f"unknown command {cmd!r}")
 
 

@@ -283,3 +283,10 @@ def token_log_probs(logits: Tensor, labels: Tensor, temperature: float = 1.0) ->
     scaled = _scaled(logits, temperature)
     flat = torch.nn.functional.cross_entropy(scaled.reshape(-1, scaled.shape[-1]), labels.reshape(-1), reduction="none")
     return -flat.reshape(labels.shape)
+
+
+def sft_loss(log_probs: Tensor, loss_mask: Tensor, num_tokens: float) -> Tensor:
+    """Supervised fine-tuning loss of one micro-batch: -sum(logp * m) / num_tokens, where num_tokens counts the loss
+    tokens of the whole batch (all micro-batches and ranks), so the micro-batch losses sum to the batch's token-mean
+    negative log-likelihood (verl's SFT trainer averages over the batch's loss tokens the same way)."""
+    return agg_loss(-log_probs, loss_mask, "token-mean", global_norm=num_tokens)

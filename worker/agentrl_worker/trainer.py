@@ -238,24 +238,11 @@ class Trainer:
         return {"metrics": metrics, "step": self.step, "advantages": [float(a) for a in advantages.tolist()]}
 
     def _optimizer_step(self, batch: dict[str, Tensor], rows: list[int], advantages: Tensor, is_weights: Tensor | None) -> dict[str, float]:
-        config = self.config
         metrics = self._accumulate_gradients(batch, rows, advantages, is_weights)
-        if self.fsdp == "fsdp1":  # FSDP1's flat shards need its own method to see the global norm
-            grad_norm = self.model.clip_grad_norm_(config.grad_clip)  # type: ignore[operator]
-        else:
-            grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), config.grad_clip)
-        if hasattr(grad_norm, "full_tensor"):
-            grad_norm = grad_norm.full_tensor()
-        grad_norm = float(grad_norm)
-        if torch.isfinite(torch.tensor(grad_norm)):
-            self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        lr = self.scheduler.get_last_lr()[0]
-        self.scheduler.step()
-        self.step += 1
+        grad_norm, lr, skipped = self._clip_and_step()
         metrics["actor/grad_norm"] = grad_norm
         metrics["actor/lr"] = lr
-        metrics["actor/skipped_step"] = 0.0 if torch.isfinite(torch.tensor(grad_norm)) else 1.0
+        metrics["actor/skipped_step"] = skipped
         return metrics
 
     def _accumulate_gradients(
@@ -408,6 +395,81 @@ class Trainer:
         digest(model_state, params)
         digest(optim_state, optim)
         return {"params": params.hexdigest(), "optimizer": optim.hexdigest(), "step": self.step}
+
+    # --- supervised fine-tuning -------------------------------------------------------------------------------
+
+    def _sft_micro_losses(self, batch: dict[str, Tensor], tokens: float, train: bool) -> dict[str, float]:
+        """Runs every micro-batch of this rank over the whole batch: the negative log-likelihood of the loss-mask
+        tokens, summed and divided by the batch's global token count, so the gradient (with FSDP's average over ranks
+        undone by the world-size factor) is that of one token-mean over the whole batch, however it is cut."""
+        nll_sum, token_sum = 0.0, 0.0
+        for micro in self._plan(batch, list(range(batch["input_ids"].shape[0]))).per_rank[self.rank]:
+            log_probs, _ = self._forward(self.model, batch, micro, with_entropy=False)
+            if not micro:
+                if train:
+                    (log_probs.sum() * 0.0).backward()
+                continue
+            mask = batch["response_mask"][micro, : log_probs.shape[1]].float().to(self.device)
+            loss = algos.sft_loss(log_probs, mask, tokens)
+            if train:
+                (loss * self.world).backward()
+            nll_sum += loss.item() * tokens
+            token_sum += mask.sum().item()
+        # On the trainer's device: NCCL cannot reduce CPU tensors.
+        totals = torch.tensor([nll_sum, token_sum], dtype=torch.float64, device=self.device)
+        dist.all_reduce(totals)
+        return {"nll_sum": totals[0].item(), "tokens": totals[1].item()}
+
+    def sft_step(self, batch_path: str) -> dict[str, Any]:
+        """One optimizer step of supervised fine-tuning on the whole batch: token-mean cross-entropy over the tokens
+        whose response_mask is 1 (the assistant tokens), then the same clipping, optimizer and schedule as `update`."""
+        batch = load_batch(batch_path)
+        tokens = float(batch["response_mask"].sum().item())
+        if tokens == 0:
+            raise ConfigError(f"sft_step: batch {batch_path} has no token with response_mask 1")
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        sums = self._sft_micro_losses(batch, tokens, train=True)
+        grad_norm, lr, skipped = self._clip_and_step()
+        return {
+            "step": self.step,
+            "metrics": {
+                "sft/loss": sums["nll_sum"] / max(sums["tokens"], 1.0),
+                "sft/tokens": sums["tokens"],
+                "sft/grad_norm": grad_norm,
+                "sft/lr": lr,
+                "sft/skipped_step": skipped,
+            },
+        }
+
+    @torch.no_grad()
+    def sft_eval(self, batch_path: str) -> dict[str, Any]:
+        """The same loss as `sft_step` on a validation batch, without gradients; the summed NLL and token count come
+        back too, so the CLI can average over several batches exactly."""
+        batch = load_batch(batch_path)
+        tokens = max(float(batch["response_mask"].sum().item()), 1.0)
+        self.model.eval()
+        sums = self._sft_micro_losses(batch, tokens, train=False)
+        return {"metrics": {"val/loss": sums["nll_sum"] / max(sums["tokens"], 1.0), "val/nll_sum": sums["nll_sum"], "val/tokens": sums["tokens"]}}
+
+    def _clip_and_step(self) -> tuple[float, float, float]:
+        """Clips the accumulated gradients to grad_clip, steps the optimizer unless the norm is not finite, steps the
+        schedule. Returns (grad norm before clipping, the learning rate used, 1.0 if the step was skipped)."""
+        if self.fsdp == "fsdp1":  # FSDP1's flat shards need its own method to see the global norm
+            grad_norm = self.model.clip_grad_norm_(self.config.grad_clip)  # type: ignore[operator]
+        else:
+            grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_clip)
+        if hasattr(grad_norm, "full_tensor"):
+            grad_norm = grad_norm.full_tensor()
+        norm = float(grad_norm)
+        finite = bool(torch.isfinite(torch.tensor(norm)))
+        if finite:
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        lr = self.scheduler.get_last_lr()[0]
+        self.scheduler.step()
+        self.step += 1
+        return norm, lr, 0.0 if finite else 1.0
 
 
 def _mismatch_metrics(old: Tensor, rollout: Tensor, mask: Tensor) -> dict[str, float]:
