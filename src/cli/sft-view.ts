@@ -16,6 +16,7 @@ import { loadExamples, type ExampleCounts, type LoadedExamples } from "../sft/ex
 import { sftLoop, modelDirOf, type SftReporter } from "../sft/loop.js";
 import type { SftFlags } from "./commands/sft.js";
 import { applySets, readYamlConfig, setPath, validateConfig, type ConfigTree } from "./config.js";
+import { handleInterrupts } from "./interrupt.js";
 import { formatDuration, style } from "./term.js";
 
 export async function resolveSftConfig(flags: SftFlags): Promise<SftConfig> {
@@ -135,16 +136,7 @@ export async function runSftCommand(flags: SftFlags): Promise<void> {
   const reporter = consoleReporter(total, flags);
   reporter.note(`data: ${describeCounts(train.counts)}; validation: ${config.data.val_files === null ? "none" : describeCounts(val.counts)}`);
 
-  const stop = new AbortController();
-  let interrupts = 0;
-  const onSignal = () => {
-    interrupts += 1;
-    if (interrupts > 1) process.exit(130);
-    process.stderr.write("\nstopping: finishing the current step and saving a checkpoint (Ctrl-C again to quit now)\n");
-    stop.abort();
-  };
-  process.on("SIGINT", onSignal);
-  process.on("SIGTERM", onSignal);
+  const stop = handleInterrupts("finishing the current step and saving a checkpoint");
 
   const { WorkerClient } = await import("../train/worker/index.js");
   let worker: Awaited<ReturnType<typeof WorkerClient.start>> | undefined;
@@ -165,6 +157,8 @@ export async function runSftCommand(flags: SftFlags): Promise<void> {
       betas: config.optim.betas,
       weight_decay: config.optim.weight_decay,
       lr_warmup_steps: warmupSteps(config, total),
+      lr_scheduler_type: config.optim.lr_scheduler,
+      total_optimizer_steps: total,
       grad_clip: config.optim.clip_grad,
       gradient_checkpointing: config.model.enable_gradient_checkpointing,
       micro_batch_token_budget: config.data.max_token_len_per_gpu,
@@ -188,8 +182,7 @@ export async function runSftCommand(flags: SftFlags): Promise<void> {
     throw err;
   } finally {
     reporter.stop();
-    process.off("SIGINT", onSignal);
-    process.off("SIGTERM", onSignal);
+    stop.dispose();
     await worker?.shutdown().catch(() => worker?.kill());
   }
 }

@@ -16,6 +16,7 @@ import { optimizerStepsPerStep, totalOptimizerSteps, totalSteps, trainLoop, type
 import { RunDir } from "../train/run-dir.js";
 import type { TrainFlags } from "./commands/train.js";
 import { applySets, readYamlConfig, setPath, validateConfig, type ConfigTree } from "./config.js";
+import { handleInterrupts } from "./interrupt.js";
 import { formatDuration, style } from "./term.js";
 
 export async function resolveTrainConfig(flags: TrainFlags): Promise<TrainConfig> {
@@ -209,16 +210,7 @@ export async function runTrainCommand(flags: TrainFlags): Promise<void> {
     rewardKwargs: config.custom_reward_function.reward_kwargs,
   });
 
-  const stop = new AbortController();
-  let interrupts = 0;
-  const onSignal = () => {
-    interrupts += 1;
-    if (interrupts > 1) process.exit(130);
-    process.stderr.write("\nstopping: finishing the current phase and saving a checkpoint (Ctrl-C again to quit now)\n");
-    stop.abort();
-  };
-  process.on("SIGINT", onSignal);
-  process.on("SIGTERM", onSignal);
+  const stop = handleInterrupts("finishing the current phase and saving a checkpoint");
 
   const { startEngine } = await import("../serve/index.js");
   const { WorkerClient } = await import("../train/worker/index.js");
@@ -338,8 +330,7 @@ export async function runTrainCommand(flags: TrainFlags): Promise<void> {
     throw err;
   } finally {
     reporter.stop();
-    process.off("SIGINT", onSignal);
-    process.off("SIGTERM", onSignal);
+    stop.dispose();
     await worker?.shutdown().catch(() => worker?.kill());
     await client?.close().catch(() => undefined);
     await engine?.stop().catch(() => undefined);

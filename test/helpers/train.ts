@@ -10,7 +10,8 @@ import { CLI, REPO_ROOT } from "./cli.js";
 import { readTrajectories } from "../../src/data/trajectory-store.js";
 import type { Trajectory } from "../../src/data/trajectory.js";
 
-export const DEMO_CONFIG = path.join(REPO_ROOT, "examples", "cpu-demo.yaml");
+/** The demo's GRPO stage from the random-init model (no SFT run needed): the loop's mechanics, not learning. */
+export const DEMO_CONFIG = path.join(REPO_ROOT, "test", "fixtures", "cpu-demo-from-scratch.yaml");
 
 export type Metrics = Record<string, number>;
 
