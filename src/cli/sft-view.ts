@@ -17,7 +17,7 @@ import { sftLoop, modelDirOf, type SftReporter } from "../sft/loop.js";
 import type { SftFlags } from "./commands/sft.js";
 import { applySets, readYamlConfig, setPath, validateConfig, type ConfigTree } from "./config.js";
 import { handleInterrupts } from "./interrupt.js";
-import { formatDuration, style } from "./term.js";
+import { formatDuration, style, writeLogTail } from "./term.js";
 
 export async function resolveSftConfig(flags: SftFlags): Promise<SftConfig> {
   if (!flags.config) throw new UsageError("no config given", { hint: "pass --config FILE (see examples/cpu-demo-sft.yaml)" });
@@ -176,9 +176,7 @@ export async function runSftCommand(flags: SftFlags): Promise<void> {
     if (flags.json) process.stdout.write(`${JSON.stringify({ event: "done", steps: result.lastStep, model: result.modelDir, checkpoint })}\n`);
     else process.stdout.write(`${style.green("done")}: ${result.lastStep} steps; model ${result.modelDir} (use it as actor_rollout_ref.model.path)\n`);
   } catch (err) {
-    if (err instanceof Error && "logTail" in err && typeof (err as { logTail: unknown }).logTail === "string" && (err as { logTail: string }).logTail) {
-      process.stderr.write(`${style.dim((err as { logTail: string }).logTail)}\n`);
-    }
+    writeLogTail(err);
     throw err;
   } finally {
     reporter.stop();

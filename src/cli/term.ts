@@ -66,3 +66,9 @@ export function makeTable(head: string[], options: { colWidths?: number[] } = {}
     ...(options.colWidths ? { colWidths: options.colWidths } : {}),
   });
 }
+
+/** A failed worker's or engine's last log lines (errors that carry a `logTail`), dimmed on stderr before the error. */
+export function writeLogTail(err: unknown): void {
+  const tail = err instanceof Error && "logTail" in err ? (err as { logTail: unknown }).logTail : undefined;
+  if (typeof tail === "string" && tail) process.stderr.write(`${style.dim(tail)}\n`);
+}

@@ -17,7 +17,7 @@ import { RunDir } from "../train/run-dir.js";
 import type { TrainFlags } from "./commands/train.js";
 import { applySets, readYamlConfig, setPath, validateConfig, type ConfigTree } from "./config.js";
 import { handleInterrupts } from "./interrupt.js";
-import { formatDuration, style } from "./term.js";
+import { formatDuration, style, writeLogTail } from "./term.js";
 
 export async function resolveTrainConfig(flags: TrainFlags): Promise<TrainConfig> {
   if (!flags.config) throw new UsageError("no config given", { hint: "pass --config FILE (see examples/ for ready ones)" });
@@ -324,9 +324,7 @@ export async function runTrainCommand(flags: TrainFlags): Promise<void> {
       process.stdout.write(`${style.green("done")}: ${summary}\n`);
     }
   } catch (err) {
-    if (err instanceof Error && "logTail" in err && typeof (err as { logTail: unknown }).logTail === "string" && (err as { logTail: string }).logTail) {
-      process.stderr.write(`${style.dim((err as { logTail: string }).logTail)}\n`);
-    }
+    writeLogTail(err);
     throw err;
   } finally {
     reporter.stop();
