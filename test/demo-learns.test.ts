@@ -1,10 +1,10 @@
 /**
  * The CPU demo's two stages, shortened (issue 14, part 2), run as `npm run demo` runs them: `agentrl sft` on the
- * committed demonstrations, then `agentrl train` from its model with the correctness-only reward. Greedy validation
- * accuracy on the 100 test vaults must start well short of the task (the warm start copies codes to unseen vaults only
- * part of the time) and rise under GRPO, 40 of the demo's 80 steps. The SFT stage is deterministic; the GRPO stage is
- * seeded but not bit-identical from run to run (the order rollouts finish in), so the margins come from several runs
- * (docs/cpu-demo.md).
+ * committed demonstrations of the imperfect teacher, then `agentrl train` from its model with the correctness-only
+ * reward. Greedy validation accuracy on the 100 test vaults must start well short of the task (the warm start answers
+ * the teacher's wrong digit more often than the right one) and rise under GRPO, 20 of the demo's 60 steps. The SFT
+ * stage is the committed config, unshortened; the GRPO stage is seeded but not bit-identical from run to run (the order
+ * rollouts finish in), so the margins come from several runs and seeds (docs/cpu-demo.md).
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
@@ -18,8 +18,8 @@ afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 const ACC = "val-core/agentrl/vault/acc/mean@1";
 const TRAIN_ACC = "acc/mean";
-/** Half the demo's 80 steps: far enough for the rise to stand clear of the run-to-run noise (docs/cpu-demo.md). */
-const STEPS = 40;
+/** A third of the demo's 60 steps: greedy accuracy was 0.91-1.00 there in every run so far (docs/cpu-demo.md). */
+const STEPS = 20;
 const REWARD = "val-core/agentrl/vault/reward/mean@1";
 
 it("SFT warm start, then GRPO raises greedy accuracy", async () => {
@@ -38,7 +38,7 @@ it("SFT warm start, then GRPO raises greedy accuracy", async () => {
       "--set", `trainer.total_training_steps=${STEPS}`,
       "--set", `trainer.test_freq=${STEPS}`,
     ],
-    { timeoutMs: 900_000 },
+    { timeoutMs: 600_000 },
   );
   expect(rl.code, rl.stderr).toBe(0);
   const validations = readMetrics(rlDir).filter((m) => m[ACC] !== undefined);
@@ -46,15 +46,14 @@ it("SFT warm start, then GRPO raises greedy accuracy", async () => {
   const [before, after] = validations as [Record<string, number>, Record<string, number>];
   // Correctness-only reward: accuracy and reward are the same number.
   expect(before[ACC]).toBe(before[REWARD]);
-  // The warm start is short of the task: the SFT stage is deterministic, seed 0 gives 0.51 on every machine so far.
-  expect(before[ACC]).toBeLessThanOrEqual(0.55);
-  // Greedy accuracy after 40 steps: 0.70, 0.71, 0.71 and 0.71 in four runs here (lr 3e-4 to 1e-3); the runs are not
-  // bit-identical (the order rollouts finish in changes the mini-batches), hence the margin.
-  expect(after[ACC]).toBeGreaterThanOrEqual(before[ACC]! + 0.1);
-  // The sampled (temperature 1) train accuracy rises too, 128 trajectories a step: steps 1-5 averaged 0.32 and steps
-  // 36-40 0.49-0.51 in two runs at this lr.
+  // The warm start is short of the task: greedy 0.00-0.05 over seeds 0-5 (the issue allows up to 0.5).
+  expect(before[ACC]).toBeLessThanOrEqual(0.5);
+  // Greedy accuracy after 20 steps: 0.91-1.00 over seeds 0-5; at step 10 it was 0.44-1.00, hence 20 steps and the margin.
+  expect(after[ACC]).toBeGreaterThanOrEqual(before[ACC]! + 0.5);
+  // The sampled (temperature 1) train accuracy rises too, 128 trajectories a step: means of 0.38-0.49 over steps 1-10
+  // and 0.59-0.90 over steps 11-20 over seeds 0-5.
   const train = readMetrics(rlDir).filter((m) => m[TRAIN_ACC] !== undefined).map((m) => m[TRAIN_ACC]!);
   expect(train).toHaveLength(STEPS);
   const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-  expect(mean(train.slice(-5))).toBeGreaterThanOrEqual(mean(train.slice(0, 5)) + 0.08);
+  expect(mean(train.slice(-5))).toBeGreaterThanOrEqual(mean(train.slice(0, 5)) + 0.15);
 }, 1_200_000);

@@ -122,13 +122,33 @@ describe("sft examples", () => {
 });
 
 describe("the CPU demo's demonstrations", () => {
-  it("carry the tool schema of the demo's tool config, and are what `preprocess vault --demos` writes", async () => {
+  it("carry the tool schema of the demo's tool config, and are what `preprocess vault --demos 1000 --demo-accuracy 0.3` writes", async () => {
     const toolConfig = loadYaml(readFileSync(path.join(REPO_ROOT, "examples", "cpu-demo", "vault_tool_config.yaml"), "utf8")) as {
       tools: Array<{ tool_schema: unknown }>;
     };
     expect(VAULT_TOOL_SCHEMA).toEqual(toolConfig.tools[0]!.tool_schema);
     const committed = readFileSync(path.join(REPO_ROOT, "examples", "cpu-demo", "data", "sft.jsonl"), "utf8").trim().split("\n");
-    expect(committed.map((line) => JSON.parse(line))).toEqual(committed.map((_, i) => vaultDemonstration("train", i, 0)));
+    expect(committed).toHaveLength(1000);
+    expect(committed.map((line) => JSON.parse(line))).toEqual(committed.map((_, i) => vaultDemonstration("train", i, 0, 0.3)));
+  });
+
+  it("come from a teacher that answers the code with the given accuracy and otherwise the next digit", () => {
+    const answers = (accuracy: number) =>
+      Array.from({ length: 2000 }, (_, i) => {
+        const messages = vaultDemonstration("train", i, 7, accuracy).messages as Array<{ role: string; content: string }>;
+        return { user: messages[0]!.content, code: messages[2]!.content, answer: messages[3]!.content };
+      });
+    const exact = answers(1);
+    const noisy = answers(0.3);
+    expect(exact.every((a) => a.answer === a.code)).toBe(true);
+    // The vaults themselves do not depend on the teacher: same prompts, same codes.
+    expect(noisy.map(({ user, code }) => [user, code])).toEqual(exact.map(({ user, code }) => [user, code]));
+    const right = noisy.filter((a) => a.answer === a.code).length / noisy.length;
+    expect(right).toBeGreaterThan(0.27);
+    expect(right).toBeLessThan(0.33);
+    const wrong = noisy.filter((a) => a.answer !== a.code);
+    expect(wrong.every((a) => a.answer === String((Number(a.code) + 1) % 10))).toBe(true);
+    expect(answers(0).every((a) => a.answer !== a.code)).toBe(true);
   });
 });
 

@@ -1,18 +1,17 @@
 /**
- * The CPU demo end to end (issue 7; docs/cpu-demo.md), shortened: the built CLI runs `agentrl train` on
- * examples/cpu-demo.yaml (embedded engine, training worker, the vault task) with a fixed seed, then again killed with
- * SIGKILL between steps and resumed with --resume. It checks what a user of the loop relies on:
- * - trajectories hold executed tool calls (parsed from the template's own qwen25 format, run, response appended or
- *   the budget exhaustion recorded);
+ * The CPU demo end to end (issue 7; docs/cpu-demo.md), shortened: the built CLI warm-starts the demo model with a
+ * short `agentrl sft` on the committed demonstrations (so it calls the tool from the first step), then runs `agentrl
+ * train` on the demo's task (embedded engine, training worker, the vault task) with a fixed seed, then again killed
+ * with SIGKILL between steps and resumed with --resume, and again stopped with Ctrl-C and resumed. It checks what a
+ * user of the loop relies on:
+ * - trajectories hold executed tool calls (parsed from the template's own qwen25 format, run, response appended);
  * - the weight version advances every step;
  * - at step 1 the importance ratio is exactly 1 and the KL to the reference is 0;
  * - metrics.jsonl has one complete line per step;
  * - the killed and resumed run uses the same prompts, step by step, as the uninterrupted one.
  * Also: the demo's tokenizer loads in the chat layer (end-of-turn token, bridge), a clean call conversation passes the
- * drift check, and the committed tokenizer is what agentrl_worker.synthetic_tokenizer writes.
- * - with the fixed seed, the mean reward of the last 4 steps is more than twice that of the first 4. The run is
- *   deterministic on CPU (seeded sampling per request, seeded worker): two runs side by side gave identical rewards
- *   to the last digit (steps 1-4: 0.0122 on average, steps 13-16: 0.0408). docs/cpu-demo.md has the 100-step curves.
+ * drift check, and the committed tokenizer is what agentrl_worker.synthetic_tokenizer writes. That the demo learns
+ * its task is test/demo-learns.test.ts.
  */
 import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -31,27 +30,31 @@ import { DEMO_CONFIG, dataOrder, readMetrics, readStep, stateStep, type Metrics 
 
 const CONFIG = DEMO_CONFIG;
 const MODEL = path.join(REPO_ROOT, "examples", "cpu-demo", "model");
-/** Enough steps, at the short version's higher learning rate, for the policy to find the tool (about step 10). */
-const STEPS = 16;
-/** The resume check runs this many steps: killed after KILL_AFTER_STEP, then resumed to the end. */
-const RESUME_STEPS = 5;
+/** The uninterrupted run, and the resume checks: killed after KILL_AFTER_STEP, then resumed to the end. */
+const STEPS = 5;
+const RESUME_STEPS = STEPS;
 const KILL_AFTER_STEP = 3;
+/** SFT steps of the warm start: enough for a clean call on every prompt, far short of the task. */
+const SFT_STEPS = 60;
 const RUN_TIMEOUT_MS = 420_000;
 const scratch = mkdtempSync(path.join(os.tmpdir(), "agentrl-train-demo-"));
 
+const warmStart = path.join(scratch, "sft");
+
 /**
- * The demo config, shortened: fewer steps at a higher learning rate, a checkpoint every step, no validation, and the
- * shaped vault reward (the default is correctness only, which a random-init policy does not reach in 16 steps).
+ * The demo config (4 prompts × 8 a step), shortened: from the warm start, a checkpoint every step, no validation, and
+ * the shaped vault reward, whose tool step reward the tool-call checks read.
  */
 function trainArgs(runDir: string, steps = STEPS): string[] {
   return [
     "train", "--config", CONFIG, "--json",
+    "--set", `actor_rollout_ref.model.path=${path.join(warmStart, "model")}`,
     "--set", "custom_reward_function.reward_kwargs.shaped=true",
     "--set", `trainer.default_local_dir=${runDir}`,
     "--set", `trainer.total_training_steps=${steps}`,
     "--set", "trainer.save_freq=1",
     "--set", "trainer.test_freq=-1",
-    "--set", "actor_rollout_ref.actor.optim.lr=1.0e-2",
+    "--set", "actor_rollout_ref.actor.optim.lr=5.0e-4",
   ];
 }
 
@@ -106,6 +109,14 @@ describe("the vault task", () => {
     const copy = path.join(scratch, "vault-copy");
     expect((await runCli(["preprocess", "vault", "--out", copy, "--train-rows", "50", "--test-rows", "5", "--seed", "7"])).code).toBe(0);
     expect(readFileSync(path.join(copy, "train.parquet")).equals(readFileSync(path.join(out, "train.parquet")))).toBe(true);
+  });
+
+  it("--demo-accuracy must be a probability: exit 2 naming the flag, nothing written", async () => {
+    const out = path.join(scratch, "vault-bad-accuracy");
+    const bad = await runCli(["preprocess", "vault", "--out", out, "--demos", "4", "--demo-accuracy", "1.5"]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain("--demo-accuracy must be a number in [0, 1], got '1.5'");
+    expect(existsSync(out)).toBe(false);
   });
 
   it("open_vault answers the row's code with step reward 1", async () => {
@@ -183,27 +194,23 @@ describe("agentrl train on the CPU demo", () => {
   let trajectories: Trajectory[] = [];
 
   beforeAll(async () => {
+    const sft = await runCli(
+      ["sft", "--config", path.join(REPO_ROOT, "examples", "cpu-demo-sft.yaml"), "--quiet", "--steps", String(SFT_STEPS), "--set", `trainer.default_local_dir=${warmStart}`],
+      { timeoutMs: RUN_TIMEOUT_MS },
+    );
+    expect(sft.code, sft.stderr).toBe(0);
     straightRun = await runCli(trainArgs(straight), { timeoutMs: RUN_TIMEOUT_MS });
     if (straightRun.code === 0) {
       metrics = readMetrics(straight);
       for (let step = 1; step <= STEPS; step++) trajectories.push(...(await readStep(straight, step)));
     }
-  }, RUN_TIMEOUT_MS + 10_000);
+  }, 2 * RUN_TIMEOUT_MS);
   afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
   it("finishes every step", () => {
     expect(straightRun.code, straightRun.stderr).toBe(0);
     const steps = straightRun.stdout.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l)).filter((e) => e.event === "step");
     expect(steps.map((e) => e.step)).toEqual(Array.from({ length: STEPS }, (_, i) => i + 1));
-  });
-
-  it("raises the mean reward with this seed: the last 4 steps average more than twice the first 4", () => {
-    const rewards = metrics.map((m) => m["critic/rewards/mean"]!);
-    const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-    const first = mean(rewards.slice(0, 4));
-    const last = mean(rewards.slice(-4));
-    console.log(`reward: first 4 steps ${first.toFixed(4)}, last 4 steps ${last.toFixed(4)} (${(last / first).toFixed(2)}x)`);
-    expect(last).toBeGreaterThan(2 * first);
   });
 
   it("writes one complete metrics line per step", () => {
@@ -233,7 +240,7 @@ describe("agentrl train on the CPU demo", () => {
 
   it("executes tool calls: parsed, run, and their response appended to the conversation", () => {
     const called = trajectories.filter((t) => t.calls.some((c) => c.error_kind === null));
-    expect(called.length).toBeGreaterThan(0);
+    expect(called.length).toBeGreaterThan(trajectories.length / 2); // the warm start calls on (nearly) every prompt
     for (const t of called) {
       const call = t.calls.find((c) => c.error_kind === null)!;
       expect(call.name).toBe("open_vault");

@@ -32,3 +32,9 @@ export const nonNegativeNumber = (flag: string) => (value: string): number => {
   if (!Number.isFinite(n) || n < 0) throw new UsageError(`${flag} must be a number ≥ 0, got '${value}'`);
   return n;
 };
+
+export const probability = (flag: string) => (value: string): number => {
+  const n = Number(value);
+  if (value.trim() === "" || !Number.isFinite(n) || n < 0 || n > 1) throw new UsageError(`${flag} must be a number in [0, 1], got '${value}'`);
+  return n;
+};

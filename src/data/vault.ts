@@ -93,17 +93,29 @@ export const VAULT_TOOL_SCHEMA = {
 };
 
 /**
- * A solved row as a chat conversation for `agentrl sft`: the prompt, the call, the tool's answer, the code. The
- * messages are what the model should have sampled; the SFT loss covers the two assistant turns only.
+ * Whether the demonstrator misreads this row's code. A draw of its own, so the vault (name, code) does not depend on
+ * the demonstrator's accuracy, and the same (seed, index, accuracy) always gives the same answer.
  */
-export function vaultDemonstration(split: VaultSplit, index: number, seed: number): { messages: unknown[]; tools: unknown[] } {
+function demonstratorMisreads(seed: number, index: number, accuracy: number): boolean {
+  return rowRandom(seed ^ 0x6d697372, "train", index)() >= accuracy;
+}
+
+/**
+ * A demonstration as a chat conversation for `agentrl sft`: the prompt, the call, the tool's answer, then the
+ * demonstrator's answer. With `accuracy` 1 that is the code; below 1 the demonstrator is an imperfect teacher that
+ * answers the code with that probability and otherwise misreads it as the next digit (4 -> 5, 9 -> 0): a systematic
+ * error that SFT copies and that RL with the correctness reward has to remove (docs/cpu-demo.md). The SFT loss covers
+ * the two assistant turns only.
+ */
+export function vaultDemonstration(split: VaultSplit, index: number, seed: number, accuracy = 1): { messages: unknown[]; tools: unknown[] } {
   const { name, code } = vaultOf(seed, split, index);
+  const answer = demonstratorMisreads(seed, index, accuracy) ? String((Number(code) + 1) % 10) : code;
   return {
     messages: [
       { role: "user", content: vaultPrompt(name) },
       { role: "assistant", content: "", tool_calls: [{ type: "function", function: { name: VAULT_TOOL_NAME, arguments: {} } }] },
       { role: "tool", content: code },
-      { role: "assistant", content: code },
+      { role: "assistant", content: answer },
     ],
     tools: [VAULT_TOOL_SCHEMA],
   };
@@ -114,8 +126,10 @@ export interface PreprocessVaultOptions {
   trainRows: number;
   testRows: number;
   seed: number;
-  /** Also write sft.jsonl with this many demonstrations (the first train rows, solved). */
+  /** Also write sft.jsonl with this many demonstrations (the first train rows). */
   demos?: number;
+  /** The demonstrator's accuracy in sft.jsonl (vaultDemonstration); 1 = every answer is the code. */
+  demoAccuracy?: number;
   force?: boolean;
 }
 
@@ -145,7 +159,7 @@ export async function preprocessVault(options: PreprocessVaultOptions): Promise<
     results.push({ split, output: outputs[i]!, rows: count, bytes });
   }
   if (options.demos) {
-    const lines = Array.from({ length: options.demos }, (_, index) => JSON.stringify(vaultDemonstration("train", index, options.seed)));
+    const lines = Array.from({ length: options.demos }, (_, index) => JSON.stringify(vaultDemonstration("train", index, options.seed, options.demoAccuracy)));
     const text = `${lines.join("\n")}\n`;
     await writeFileAtomic(demoFile, text);
     results.push({ split: "sft", output: demoFile, rows: options.demos, bytes: Buffer.byteLength(text) });

@@ -1,5 +1,5 @@
 import { Command, Option } from "commander";
-import { anyInteger, positiveInt } from "../flag-values.js";
+import { anyInteger, positiveInt, probability } from "../flag-values.js";
 
 interface Gsm8kFlags {
   input?: string;
@@ -18,6 +18,7 @@ interface VaultFlags {
   testRows: number;
   seed: number;
   demos?: number;
+  demoAccuracy: number;
   force?: boolean;
   json?: boolean;
 }
@@ -64,7 +65,8 @@ Writes are atomic: a crash never leaves a half-written parquet file.`,
     .option("--train-rows <n>", "rows of train.parquet", positiveInt("--train-rows"), 2000)
     .option("--test-rows <n>", "rows of test.parquet", positiveInt("--test-rows"), 100)
     .option("--seed <n>", "seed of the vault names and codes (same seed, same files)", anyInteger("--seed"), 0)
-    .option("--demos <n>", "also write sft.jsonl: N solved conversations (call, tool answer, code) for 'agentrl sft'", positiveInt("--demos"))
+    .option("--demos <n>", "also write sft.jsonl: N demonstrations (call, tool answer, answer) for 'agentrl sft'", positiveInt("--demos"))
+    .option("--demo-accuracy <p>", "the demonstrator answers the code with probability p, else misreads it as the next digit (4 -> 5)", probability("--demo-accuracy"), 1)
     .option("--force", "overwrite existing output files")
     .option("--json", "print the result as JSON instead of a table")
     .addHelpText(
@@ -74,6 +76,7 @@ Examples:
   $ agentrl preprocess vault --out data/vault
   $ agentrl preprocess vault --train-rows 500 --seed 3 --out /tmp/vault
   $ agentrl preprocess vault --demos 32 --out data/vault     # + sft.jsonl, the warm start's demonstrations
+  $ agentrl preprocess vault --demos 1000 --demo-accuracy 0.3 --out examples/cpu-demo/data --force   # the CPU demo's files
 
 Each row: a user prompt "what is the code of vault <name>?", reward_model.ground_truth = the code, and
 extra_info.tools_kwargs.open_vault.create_kwargs.code = the code (tool-configs/vault_tool_config.yaml's tool reads it).
@@ -87,7 +90,7 @@ The built-in reward for data_source agentrl/vault is described in docs/cpu-demo.
         trainRows: flags.trainRows,
         testRows: flags.testRows,
         seed: flags.seed,
-        ...(flags.demos ? { demos: flags.demos } : {}),
+        ...(flags.demos ? { demos: flags.demos, demoAccuracy: flags.demoAccuracy } : {}),
         force: flags.force ?? false,
       });
       if (flags.json) {
