@@ -11,6 +11,19 @@ fi
 echo "==> build"
 npm run --silent build
 
+# The python code tool runs model-written code only inside bubblewrap (docs/security.md).
+if ! command -v bwrap >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1; then
+    echo "==> bubblewrap (apt-get)"
+    SUDO=(); [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1 && SUDO=(sudo)
+    if ! { "${SUDO[@]}" apt-get install -y -q bubblewrap >/dev/null 2>&1 || { "${SUDO[@]}" apt-get update -q >/dev/null 2>&1 && "${SUDO[@]}" apt-get install -y -q bubblewrap >/dev/null 2>&1; }; }; then
+      echo "warning: could not install bubblewrap; the python code tool will refuse to run code (set sandbox: none to opt into the weaker mode)" >&2
+    fi
+  else
+    echo "warning: bwrap not found and no apt-get; install bubblewrap for the python code tool (docs/security.md)" >&2
+  fi
+fi
+
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   echo "==> python venv (.venv)"

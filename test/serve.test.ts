@@ -22,6 +22,7 @@ import {
 } from "../src/serve/index.js";
 import { CLI, REPO_ROOT } from "./helpers/cli.js";
 import { tinyQwenModel } from "./helpers/tiny-model.js";
+import { alive } from "./helpers/process.js";
 
 const base = { engine: "sglang" as const, model: "/models/Qwen3 8B", host: "127.0.0.1", port: 30001 };
 
@@ -112,15 +113,6 @@ async function readRecord(file: string): Promise<Record> {
   return JSON.parse(readFileSync(file, "utf8")) as Record;
 }
 
-/** Alive and not a zombie (a reparented zombie may never be reaped in a container without an init). */
-function alive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
-  } catch {
-    return false;
-  }
-}
 
 async function gone(pids: number[], withinMs = 8_000): Promise<boolean> {
   const deadline = Date.now() + withinMs;

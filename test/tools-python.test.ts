@@ -2,7 +2,6 @@
 // model's code can produce (exceptions, endless loops, forks, memory hogs, floods of output, bad bytes, network).
 import { existsSync, readFileSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { spawn } from "node:child_process";
-import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -15,6 +14,7 @@ import {
   type ToolRegistry,
 } from "../src/tools/index.js";
 import { REPO_ROOT, VENV_PYTHON } from "./helpers/cli.js";
+import { countingServer } from "./helpers/net.js";
 
 const schema = { type: "function", function: { name: "code_interpreter", description: "run python" } };
 const ctx = () => ({ signal: new AbortController().signal });
@@ -68,6 +68,8 @@ describe("python code tool", () => {
     // libc fork bypasses the Python-level block; the process-group kill must still reap the child.
     const escaped = await run(
       "import ctypes, os, time\npid = ctypes.CDLL(None).fork()\nif pid == 0:\n    time.sleep(1000)\nelse:\n    print(pid, flush=True)\n",
+      // The weaker mode: under bwrap the pid is one of the sandbox's PID namespace (test/python-sandbox.test.ts).
+      { sandbox: "none" },
     );
     const childPid = Number(escaped.text.trim());
     expect(childPid).toBeGreaterThan(0);
@@ -76,11 +78,17 @@ describe("python code tool", () => {
     expect(processGone(childPid)).toBe(true);
   });
 
-  it("dies with agentrl when agentrl is killed", async () => {
-    // Uses the built tool in a separate Node process (npm test builds first).
+  it("dies with agentrl when agentrl is killed (sandbox: none)", async () => {
+    // Uses the built tool in a separate Node process (npm test builds first). The weaker mode: the code writes its pid
+    // to a host file, which the bwrap sandbox would not let it do (test/python-sandbox.test.ts covers bwrap).
     const pidFile = path.join(mkdtempSync(path.join(os.tmpdir(), "agentrl-pdeath-")), "pid");
-    const fixture = path.join(REPO_ROOT, "test", "fixtures", "tool-modules", "run-python-then-wait.mjs");
-    const node = spawn(process.execPath, [fixture, VENV_PYTHON, pidFile], { stdio: "ignore" });
+    const script = [
+      `import { runPythonCode, pythonToolConfigSchema } from ${JSON.stringify(path.join(REPO_ROOT, "dist", "tools", "index.js"))};`,
+      `const config = pythonToolConfigSchema.parse({ python: process.argv[1], timeout_s: 120, sandbox: "none" });`,
+      `const pidFile = JSON.stringify(process.argv[2]);`,
+      "await runPythonCode(`import os, time\\nopen(${pidFile}, \"w\").write(f\"{os.getpid()} {os.getcwd()}\")\\ntime.sleep(120)\\n`, config);",
+    ].join("\n");
+    const node = spawn(process.execPath, ["--input-type=module", "-e", script, VENV_PYTHON, pidFile], { stdio: "ignore" });
     let pythonPid = 0;
     let workDir = "";
     try {
@@ -139,28 +147,17 @@ describe("python code tool", () => {
   });
 
   describe("network", () => {
-    let server: net.Server;
-    let port = 0;
-    let connections = 0;
-    beforeAll(async () => {
-      server = net.createServer((socket) => {
-        connections++;
-        socket.end("hello");
-      });
-      await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-      port = (server.address() as net.AddressInfo).port;
-    });
-    afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+    const server = countingServer();
 
     it("cannot reach a server on the host by default", async () => {
-      const { text, metrics } = await run(`import socket\ns = socket.create_connection(("127.0.0.1", ${port}), timeout=2)\nprint("connected", s.recv(5))`);
+      const { text, metrics } = await run(`import socket\ns = socket.create_connection(("127.0.0.1", ${server.port()}), timeout=2)\nprint("connected", s.recv(5))`);
       expect(text).not.toContain("connected");
       expect(["namespace", "socket-patch"]).toContain(metrics["network"]);
-      expect(connections).toBe(0);
+      expect(server.connections()).toBe(0);
     });
 
     it("reaches it when allow_network is set", async () => {
-      const { text, metrics } = await run(`import socket\ns = socket.create_connection(("127.0.0.1", ${port}), timeout=2)\nprint("connected", s.recv(5))`, {
+      const { text, metrics } = await run(`import socket\ns = socket.create_connection(("127.0.0.1", ${server.port()}), timeout=2)\nprint("connected", s.recv(5))`, {
         allow_network: true,
       });
       expect(text).toBe("connected b'hello'\n");

@@ -6,12 +6,12 @@ import { dump as dumpYaml } from "js-yaml";
 import ora from "ora";
 import { ExitError, UsageError } from "../errors.js";
 import { readParquetInfo } from "../data/parquet.js";
-import { openTrajectoryWriter } from "../data/trajectory-store.js";
+import { checkTrajectoryOutput, openTrajectoryWriter } from "../data/trajectory-store.js";
 import type { SglangClient } from "../engine/index.js";
 import { rolloutConfigSchema, type RolloutConfig } from "../rollout/config.js";
 import { runRollout } from "../rollout/run-rollout.js";
 import { overSampleTarget } from "../rollout/over-sample.js";
-import { readPrompts } from "../rollout/sample.js";
+import { countPrompts, readPrompts } from "../rollout/sample.js";
 import { loadRolloutParts, makeClient, readApiKey, trajectoryContext } from "../rollout/setup.js";
 import type { RolloutSummary } from "../rollout/stats.js";
 import type { RolloutFlags } from "./commands/rollout.js";
@@ -145,6 +145,12 @@ export async function runRolloutCommand(flags: RolloutFlags): Promise<void> {
   const dataPath = requireSet(config.data.path, "dataset", "--data FILE (or data.path)");
   const modelPath = requireSet(config.actor_rollout_ref.model.path, "model folder", "--model DIR (or actor_rollout_ref.model.path)");
   let rollout = config.actor_rollout_ref.rollout;
+  if (flags.engine === "embedded" && rollout.server.urls.length) throw new UsageError("--engine embedded and --server exclude each other");
+  // Inputs before outputs: a missing, empty or wrong-schema dataset, or an output that would be refused, fails here,
+  // before any server starts and before the output file exists (an empty leftover would block the corrected re-run).
+  const writerOptions = { resume: Boolean(flags.resume), force: Boolean(flags.force), rowGroupSize: config.output.row_group_size };
+  await checkTrajectoryOutput(config.output.path, writerOptions);
+  const prompts = await countPrompts(dataPath, config.data.limit);
   const apiKey = flags.apiKey ?? (await readApiKey(rollout.server.api_key_env));
 
   // Ctrl-C is handled from here until the file is closed: during start-up it cancels the run before it starts, during
@@ -171,17 +177,7 @@ export async function runRolloutCommand(flags: RolloutFlags): Promise<void> {
   let client: SglangClient | undefined;
   let result;
   try {
-    if (flags.engine === "embedded") {
-      if (rollout.server.urls.length) throw new UsageError("--engine embedded and --server exclude each other");
-      const { startEngine } = await import("../serve/index.js");
-      if (!flags.quiet) process.stderr.write(`starting the embedded engine on ${modelPath}...\n`);
-      const engine = await startEngine({ engine: "embedded", model: modelPath, port: 0 });
-      cleanups.unshift(() => engine.stop());
-      rollout = { ...rollout, server: { ...rollout.server, urls: [engine.url] } };
-    }
-    const engineClient = makeClient(rollout, apiKey);
-    client = engineClient;
-    cleanups.unshift(() => engineClient.close());
+    // The tokenizer, tools and reward module load in a second: a bad one fails before the embedded engine starts.
     const reward = config.custom_reward_function;
     const parts = await loadRolloutParts({
       modelPath,
@@ -191,15 +187,20 @@ export async function runRolloutCommand(flags: RolloutFlags): Promise<void> {
       rewardKwargs: reward.reward_kwargs,
     });
     cleanups.unshift(() => parts.close());
-    const writer = await openTrajectoryWriter(config.output.path, {
-      resume: Boolean(flags.resume),
-      force: Boolean(flags.force),
-      rowGroupSize: config.output.row_group_size,
-    });
+    if (flags.engine === "embedded") {
+      const { startEngine } = await import("../serve/index.js");
+      if (!flags.quiet) process.stderr.write(`starting the embedded engine on ${modelPath}...\n`);
+      const engine = await startEngine({ engine: "embedded", model: modelPath, port: 0 });
+      cleanups.unshift(() => engine.stop());
+      rollout = { ...rollout, server: { ...rollout.server, urls: [engine.url] } };
+    }
+    const engineClient = makeClient(rollout, apiKey);
+    client = engineClient;
+    cleanups.unshift(() => engineClient.close());
+    const writer = await openTrajectoryWriter(config.output.path, writerOptions);
     // Finish the file even on failure: everything written so far stays readable and resumable.
     cleanups.unshift(() => writer.close().catch(() => undefined));
-    const totalPrompts = (await readParquetInfo(dataPath)).numRows;
-    const total = Math.min(totalPrompts, config.data.limit ?? Infinity) * rollout.n;
+    const total = prompts * rollout.n;
 
     started = performance.now();
     let inFlight = 0;

@@ -4,7 +4,7 @@
  * only), one line per step, or one JSON object per step with --json.
  */
 import path from "node:path";
-import { appendFileSync, existsSync, mkdirSync } from "node:fs";
+import { appendFileSync, mkdirSync } from "node:fs";
 import { dump as dumpYaml } from "js-yaml";
 import ora from "ora";
 import { ExitError, InputError, UsageError } from "../errors.js";
@@ -17,6 +17,7 @@ import { sftLoop, modelDirOf, type SftReporter } from "../sft/loop.js";
 import type { SftFlags } from "./commands/sft.js";
 import { applySets, readYamlConfig, setPath, validateConfig, type ConfigTree } from "./config.js";
 import { handleInterrupts } from "./interrupt.js";
+import { resumeCommand } from "./resume-hint.js";
 import { formatDuration, style, writeLogTail } from "./term.js";
 
 export async function resolveSftConfig(flags: SftFlags): Promise<SftConfig> {
@@ -128,7 +129,7 @@ export async function runSftCommand(flags: SftFlags): Promise<void> {
 
   const resumeState = await runDir.prepare({ resume: Boolean(flags.resume), force: Boolean(flags.force) });
   if (flags.resume && !resumeState) {
-    if (!existsSync(runDir.configFile)) throw new UsageError(`${runDir.root}: no run to resume`, { hint: "start without --resume" });
+    // A run stopped before its first checkpoint: --resume starts it over, each step logged once.
     runDir.truncateMetricsAfter(-1);
   }
   await runDir.writeConfig(config);
@@ -170,7 +171,7 @@ export async function runSftCommand(flags: SftFlags): Promise<void> {
     reporter.stop();
     const checkpoint = result.lastCheckpoint ? runDir.relative(result.lastCheckpoint) : "none";
     if (result.stopped) {
-      process.stderr.write(`stopped after step ${result.lastStep}; checkpoint: ${checkpoint}\nresume with: agentrl sft --config ${flags.config} --resume\n`);
+      process.stderr.write(`stopped after step ${result.lastStep}; checkpoint: ${checkpoint}\nresume with: ${resumeCommand("sft", runDir)}\n`);
       throw new ExitError(130);
     }
     if (flags.json) process.stdout.write(`${JSON.stringify({ event: "done", steps: result.lastStep, model: result.modelDir, checkpoint })}\n`);

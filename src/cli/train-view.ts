@@ -3,7 +3,7 @@
  * status line on stderr (TTY only), one summary line per step, or one JSON object per step with --json.
  */
 import path from "node:path";
-import { appendFileSync, existsSync, mkdirSync } from "node:fs";
+import { appendFileSync, mkdirSync } from "node:fs";
 import { dump as dumpYaml } from "js-yaml";
 import ora from "ora";
 import { AgentrlError, ExitError, InputError, UsageError } from "../errors.js";
@@ -17,6 +17,7 @@ import { RunDir } from "../train/run-dir.js";
 import type { TrainFlags } from "./commands/train.js";
 import { applySets, readYamlConfig, setPath, validateConfig, type ConfigTree } from "./config.js";
 import { handleInterrupts } from "./interrupt.js";
+import { repeatCommand, resumeCommand } from "./resume-hint.js";
 import { formatDuration, style, writeLogTail } from "./term.js";
 
 export async function resolveTrainConfig(flags: TrainFlags): Promise<TrainConfig> {
@@ -98,6 +99,16 @@ function lrScheduleText(config: TrainConfig, totalOptimizer: number | null): str
   const perStep = optimizerStepsPerStep(config);
   const steps = `${perStep} optimizer step${perStep === 1 ? "" : "s"} per training step`;
   return warmup === "0" ? `lr ${optim.lr}, ${after} (${steps})` : `lr ${optim.lr}, linear warm-up from 0 over ${warmup} optimizer steps, then ${after} (${steps})`;
+}
+
+/**
+ * What to run to continue after Ctrl-C or a crash: the run folder's own config.yaml (resume-hint.ts). Validating a
+ * checkpoint keeps the training config.yaml there, so that one is repeated as typed instead.
+ */
+export function trainResumeHint(config: TrainConfig, flags: TrainFlags, runDir: RunDir, argv = process.argv.slice(2)): string {
+  const command = config.trainer.val_only && flags.resume ? repeatCommand(argv) : resumeCommand("train", runDir);
+  // The key is never printed or stored, so the hint can only say that it is needed again.
+  return flags.apiKey ? `${command} (with your --api-key again)` : command;
 }
 
 async function loadAll(files: string[], limit: number | null): Promise<Prompt[]> {
@@ -185,11 +196,16 @@ export async function runTrainCommand(flags: TrainFlags): Promise<void> {
       hint: "set data.val_files, e.g. --set data.val_files=data/test.parquet",
     });
   }
+  const rollout = config.actor_rollout_ref.rollout;
+  // Inputs before outputs: a missing, empty or wrong-schema dataset fails here, naming the file, before the run folder
+  // is made and before the engine and worker spend seconds starting.
+  const trainPrompts = await loadAll(asList(config.data.train_files), null);
+  const valPrompts = await loadAll(asList(config.data.val_files), config.data.val_max_samples);
   const runDir = runDirOf(config);
+  const resumeHint = trainResumeHint(config, flags, runDir);
   const resumeState = await runDir.prepare({ resume: Boolean(flags.resume), force: Boolean(flags.force) });
   const startedOver = Boolean(flags.resume) && !resumeState;
   if (startedOver) {
-    if (!existsSync(runDir.configFile)) throw new UsageError(`${runDir.root}: no run to resume`, { hint: "start without --resume" });
     // A run stopped before its first checkpoint left nothing to continue from: --resume starts it over (verl's
     // resume_mode auto) and drops its metric lines, so each step is logged once. Validating only trains nothing,
     // so it keeps them (and validates model.path at step 0).
@@ -199,9 +215,6 @@ export async function runTrainCommand(flags: TrainFlags): Promise<void> {
   if (!(valOnly && flags.resume)) await runDir.writeConfig(config);
   mkdirSync(path.dirname(runDir.logFile("worker")), { recursive: true });
 
-  const rollout = config.actor_rollout_ref.rollout;
-  const trainPrompts = await loadAll(asList(config.data.train_files), null);
-  const valPrompts = await loadAll(asList(config.data.val_files), config.data.val_max_samples);
   const parts = await loadRolloutParts({
     modelPath: config.actor_rollout_ref.model.path,
     rollout,
@@ -305,7 +318,7 @@ export async function runTrainCommand(flags: TrainFlags): Promise<void> {
               if (exit.requested) return new Promise<never>(() => undefined);
               throw new AgentrlError(
                 `the embedded engine exited (code ${exit.code ?? exit.signal}); its last lines:\n${engine!.logTail().slice(-15).join("\n")}`,
-                { hint: `resume with: agentrl train --config ${flags.config} --resume (log: ${runDir.logFile("engine")})` },
+                { hint: `resume with: ${resumeHint} (log: ${runDir.logFile("engine")})` },
               );
             }),
           ]
@@ -314,7 +327,7 @@ export async function runTrainCommand(flags: TrainFlags): Promise<void> {
     reporter.stop();
     const checkpoint = result.lastCheckpoint ? runDir.relative(result.lastCheckpoint) : "none";
     if (result.stopped) {
-      process.stderr.write(`stopped after step ${result.lastStep}; checkpoint: ${checkpoint}\nresume with: agentrl train --config ${flags.config} --resume\n`);
+      process.stderr.write(`stopped after step ${result.lastStep}; checkpoint: ${checkpoint}\nresume with: ${resumeHint}\n`);
       throw new ExitError(130);
     }
     if (!flags.json) {

@@ -20,6 +20,7 @@ import {
 } from "apache-arrow";
 import * as parquet from "parquet-wasm";
 import { writeFileAtomic } from "./atomic.js";
+import { checkInputFile, describeFileError } from "./input-file.js";
 import { InputError } from "../errors.js";
 
 export type Compression = "zstd" | "snappy" | "gzip" | "none";
@@ -209,9 +210,15 @@ export async function* rowChunksToBatches(
   }
 }
 
+/** Completes "<path>: is a folder, expected ..." for every parquet reader. */
+const PARQUET_EXPECTED = "a .parquet file";
+
 /** Reads a whole parquet file into an arrow Table. */
 export async function readParquetTable(file: string): Promise<Table> {
-  const bytes = await fs.readFile(file);
+  await checkInputFile(file, PARQUET_EXPECTED);
+  const bytes = await fs.readFile(file).catch((err: unknown) => {
+    throw describeFileError(file, err);
+  });
   try {
     return tableFromIPC(parquet.readParquet(bytes).intoIPCStream());
   } catch (err) {
@@ -235,12 +242,16 @@ export async function readParquetInfo(file: string): Promise<ParquetInfo> {
   return { numRows: meta.numRows(), numRowGroups: handle.metadata().numRowGroups(), schema };
 }
 
-/** Opens a parquet file for streaming reads; a missing or unreadable file is an InputError naming it. */
+/**
+ * Opens a parquet file for streaming reads; a missing, unreadable or folder path is an InputError naming it. Every
+ * parquet read goes through here or readParquetTable, so every command gets the same errors.
+ */
 export async function openParquetFile(file: string): Promise<parquet.ParquetFile> {
+  // Before the Blob: parquet-wasm panics on a folder and loses ENOENT (input-file.ts).
+  await checkInputFile(file, PARQUET_EXPECTED);
   try {
     return await parquet.ParquetFile.fromFile(await openAsBlob(file));
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ENOENT") throw new InputError(`${file}: no such file`);
     throw new InputError(`${file}: not a readable parquet file (${(err as Error).message ?? err})`, { cause: err });
   }
 }

@@ -4,6 +4,7 @@
  */
 import { promises as fs } from "node:fs";
 import path from "node:path";
+import { InputError } from "../errors.js";
 import { refuseExisting } from "./atomic.js";
 import { gsm8kArrowSchema, makeGsm8kRow, type Gsm8kVariant, type Split } from "./gsm8k.js";
 import { locateSplits, readGsm8kFile, type InvalidRecord } from "./gsm8k-source.js";
@@ -47,6 +48,8 @@ export async function preprocessGsm8k(options: PreprocessGsm8kOptions): Promise<
     input = await options.download(options.splits);
   }
   const sources = await locateSplits(input, options.splits);
+  // Every split is checked before the first is written, so an empty one leaves no half-done output folder behind.
+  for (const split of options.splits) await requireRecords(sources.get(split)!, options.skipInvalid ?? false);
   await fs.mkdir(options.out, { recursive: true });
 
   const schema = gsm8kArrowSchema(options.variant);
@@ -98,4 +101,17 @@ export async function preprocessGsm8k(options: PreprocessGsm8kOptions): Promise<
     });
   }
   return results;
+}
+
+/**
+ * Throws an InputError naming `source` when it holds no valid record: an empty dataset is an error, not an empty
+ * parquet file and exit 0. Reads up to the first valid record only (all of the file when every record is skipped).
+ */
+async function requireRecords(source: string, skipInvalid: boolean): Promise<void> {
+  let skipped = 0;
+  for await (const _record of readGsm8kFile(source, { limit: 1, skipInvalid, onInvalid: () => (skipped += 1) })) return;
+  throw new InputError(
+    skipped ? `${source}: no valid rows (all ${skipped} skipped as invalid)` : `${source}: no rows`,
+    { hint: "check --input: GSM8K has one {question, answer} record per line (JSON lines) or per parquet row" },
+  );
 }

@@ -69,6 +69,22 @@ function refuseExisting(what: string): never {
   });
 }
 
+/**
+ * The refusal openTrajectoryWriter gives for an existing output without --resume or --force, checked without
+ * creating anything: a command calls it before it starts servers, so a run that would be refused fails at once.
+ * An empty .jsonl is not refused: it holds nothing to lose.
+ */
+export async function checkTrajectoryOutput(file: string, options: OpenOptions = {}): Promise<void> {
+  if (options.resume || options.force) return;
+  if (trajectoryFormatOf(file) === "jsonl") {
+    if ((await pathExists(file)) && (await fs.stat(file)).size > 0) refuseExisting(file);
+    return;
+  }
+  const partsDir = partsDirOf(file);
+  if (await pathExists(partsDir)) refuseExisting(partsDir);
+  if (await pathExists(file)) refuseExisting(file);
+}
+
 export function parseTrajectory(value: unknown, place: string): Trajectory {
   const parsed = trajectorySchema.safeParse(value);
   if (!parsed.success) throw new InputError(`${place}: not a trajectory record: ${formatIssues(parsed.error)}`);
@@ -113,11 +129,10 @@ function dropTornLastLine(fd: number): void {
 
 async function openJsonl(file: string, options: OpenOptions): Promise<TrajectoryWriter> {
   const existingIds = new Set<string>();
+  await checkTrajectoryOutput(file, options);
   if (await pathExists(file)) {
     if (options.force && !options.resume) await fs.rm(file);
-    else if (!options.resume) {
-      if ((await fs.stat(file)).size > 0) refuseExisting(file);
-    } else {
+    else if (options.resume) {
       const appender = new LineAppender(file); // drops a torn last line before we read
       appender.close();
       for await (const t of readJsonlTrajectories(file)) existingIds.add(t.id);
@@ -150,8 +165,8 @@ async function openParquet(file: string, options: OpenOptions): Promise<Trajecto
   const rowGroupSize = options.rowGroupSize ?? 256;
   const fileExists = await pathExists(file);
   const partsExist = await pathExists(partsDir);
+  await checkTrajectoryOutput(file, options);
   if (!options.resume && (fileExists || partsExist)) {
-    if (!options.force) refuseExisting(partsExist ? partsDir : file);
     await fs.rm(file, { force: true });
     await fs.rm(partsDir, { recursive: true, force: true });
   }

@@ -2,6 +2,7 @@
  * `agentrl doctor`'s checklist: runs every check and collects the results. Checks that need the server are skipped,
  * not failed again, when the server does not answer; the template and format checks need only the local folder.
  */
+import path from "node:path";
 import { loadChatModel, type ChatModel, type ToolSchema } from "../chat/index.js";
 import { loadToolRegistry } from "../tools/index.js";
 import { checkContext, checkGenerate, checkServer, checkTokenizer, checkWeightUpdate, skipped } from "./server-checks.js";
@@ -9,7 +10,8 @@ import { checkTemplateAndFormat } from "./template-checks.js";
 import type { CheckResult, DoctorOptions, DoctorReport } from "./types.js";
 
 export async function loadToolSchemas(file: string): Promise<ToolSchema[]> {
-  const registry = await loadToolRegistry(file);
+  // The same rule as rollout and train (src/rollout/setup.ts): tool modules load from the YAML's own folder only.
+  const registry = await loadToolRegistry(file, { moduleDirs: [path.dirname(path.resolve(file))] });
   try {
     return registry.schemas();
   } finally {

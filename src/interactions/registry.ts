@@ -102,7 +102,7 @@ export async function parseInteractionFile(raw: unknown, file: string, options: 
     }
     if (!cls) {
       throw new InputError(`${where}.class_name: unknown interaction class ${JSON.stringify(entry.class_name)}`, {
-        hint: `built-ins: ${Object.keys(BUILTIN_INTERACTION_CLASSES).join(", ")}; or a .js module path in a --tool-module-dir`,
+        hint: `built-ins: ${Object.keys(BUILTIN_INTERACTION_CLASSES).join(", ")}; or a .js module path in this YAML's folder`,
       });
     }
     let instance: unknown;

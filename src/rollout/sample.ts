@@ -28,20 +28,37 @@ export interface Prompt {
   groupId?: string;
 }
 
-/** Streams the validated rows of a dataset parquet, the first `limit` only when given. */
+const VERL_SCHEMA_HINT =
+  "rows need verl's schema: data_source, prompt (list of {role, content}), reward_model.ground_truth; see `agentrl preprocess`";
+
+/**
+ * Streams the validated rows of a dataset parquet, the first `limit` only when given. A file without rows is an
+ * error: a run on it would do nothing and still look like a success.
+ */
 export async function* readPrompts(file: string, limit?: number | null): AsyncGenerator<Prompt> {
   let count = 0;
   for await (const { index, row } of streamParquetRows(file)) {
     if (limit != null && count >= limit) return;
     const parsed = verlRowSchema.safeParse(row);
     if (!parsed.success) {
-      throw new InputError(`${file}: row ${index}: ${formatIssues(parsed.error)}`, {
-        hint: "rows need verl's schema: data_source, prompt (list of {role, content}), reward_model.ground_truth; see `agentrl preprocess`",
-      });
+      throw new InputError(`${file}: row ${index}: ${formatIssues(parsed.error)}`, { hint: VERL_SCHEMA_HINT });
     }
     count += 1;
     yield { dataIndex: index, row: parsed.data };
   }
+  if (count === 0) {
+    throw new InputError(`${file}: the dataset has no rows`, { hint: "give a dataset with at least one prompt (`agentrl preprocess` writes them)" });
+  }
+}
+
+/**
+ * Reads and validates every row a run will use (the first `limit`) and counts them, without keeping them. Commands
+ * call it before they create any output, so a missing, empty or wrong-schema dataset fails with nothing written.
+ */
+export async function countPrompts(file: string, limit?: number | null): Promise<number> {
+  let count = 0;
+  for await (const _prompt of readPrompts(file, limit)) count += 1;
+  return count;
 }
 
 function groundTruthText(value: unknown): string {

@@ -1,6 +1,7 @@
 /**
  * The `agentrl serve` action: start the engine, print its URL, forward Ctrl-C / SIGTERM, and exit when it is gone.
- * Exit codes: 0 after a requested stop, 130 when Ctrl-C came during start-up, 1 when the engine died by itself.
+ * Exit codes: 0 after a requested stop, 130 when Ctrl-C came during start-up, 1 when the engine died by itself or
+ * another server answered in its place, 2 for bad flags, a missing model folder or a port something already listens on.
  */
 import { ExitError, UsageError } from "../errors.js";
 import type { ServeFlags } from "../cli/commands/serve.js";

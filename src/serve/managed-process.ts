@@ -1,10 +1,12 @@
 /**
  * A long-running child (an inference engine or the SGLang router) that agentrl owns: started behind the guardian in
  * its own process group, its output kept (last lines in memory, everything in an optional log file), ready once its
- * /health answers 200, and stopped as a group. It never outlives agentrl: the guardian sees agentrl's death through
- * a pipe, and a normal exit of agentrl kills the group from an exit hook.
+ * /health answers 200 while it still runs (and, for a child that echoes a launch id, with that id: the answer may
+ * otherwise come from another server on the same port), and stopped as a group. It never outlives agentrl: the
+ * guardian sees agentrl's death through a pipe, and a normal exit of agentrl kills the group from an exit hook.
  */
 import { spawn, type ChildProcess } from "node:child_process";
+import { randomUUID } from "node:crypto";
 import { createWriteStream, mkdirSync, type WriteStream } from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -12,6 +14,13 @@ import { GUARDIAN_SOURCE } from "./guardian.js";
 import { EngineStartError } from "./errors.js";
 
 const LOG_LINES_KEPT = 40;
+
+/**
+ * A child that echoes a launch id gets it in this variable and sends it back in this header (the embedded engine,
+ * worker/agentrl_worker/engine/server.py). SGLang has no such echo; for it the port check before start must do.
+ */
+const LAUNCH_ID_ENV = "AGENTRL_LAUNCH_ID";
+const LAUNCH_ID_HEADER = "x-agentrl-launch-id";
 
 export interface ManagedProcessOptions {
   /** What the process is, for messages: "the embedded engine", "sglang". */
@@ -31,6 +40,11 @@ export interface ManagedProcessOptions {
   onLine?: (line: string) => void;
   /** Aborting it during start-up stops the child and rejects with `stoppedDuringStartup`. */
   signal?: AbortSignal;
+  /**
+   * The child echoes the AGENTRL_LAUNCH_ID it is given in an X-Agentrl-Launch-Id header: a /health answer without
+   * this launch's id comes from some other server on the port, and start-up fails at once instead of reporting it.
+   */
+  echoesLaunchId?: boolean;
 }
 
 export interface ProcessExit {
@@ -81,8 +95,15 @@ export async function startManagedProcess(options: ManagedProcessOptions): Promi
     mkdirSync(path.dirname(path.resolve(options.logFile)), { recursive: true });
     log = createWriteStream(options.logFile, { flags: "a" });
   }
+  const launchId = options.echoesLaunchId ? randomUUID() : undefined;
   const child: ChildProcess = spawn(process.execPath, ["-e", GUARDIAN_SOURCE, "--", options.command, ...options.args], {
-    env: { ...process.env, ...options.env, PYTHONUNBUFFERED: "1", AGENTRL_GUARDIAN_GRACE_MS: String(graceMs) },
+    env: {
+      ...process.env,
+      ...options.env,
+      PYTHONUNBUFFERED: "1",
+      AGENTRL_GUARDIAN_GRACE_MS: String(graceMs),
+      ...(launchId ? { [LAUNCH_ID_ENV]: launchId } : {}),
+    },
     // stdin is the liveness pipe: only this process holds its write end.
     stdio: ["pipe", "pipe", "pipe"],
     detached: true,
@@ -175,19 +196,28 @@ export async function startManagedProcess(options: ManagedProcessOptions): Promi
       return failure(`${options.label} did not answer /health within ${Math.round(timeoutMs / 1000)} s`, "raise --startup-timeout for large models");
     }
     const url = urlNow();
-    if (url !== undefined && (await healthy(url))) break;
+    if (url !== undefined) {
+      const answer = await probeHealth(url, launchId);
+      if (answer === "foreign") {
+        return failure(`${url} answers /health, but not from ${options.label} agentrl started: another server listens on that port`, "stop the other server or choose another --port");
+      }
+      // A child that already exited cannot be what answered; the next round reports its exit with its last lines.
+      if (answer === "ready" && child.exitCode === null && child.signalCode === null) break;
+    }
     await Promise.race([sleep(250), exited]);
   }
   const url = urlNow()!;
   return { label: options.label, url, pid, exited, logTail: () => [...tail], stop };
 }
 
-async function healthy(url: string): Promise<boolean> {
+/** "ready": 200 (with this launch's id when one is expected); "foreign": 200 from a server without it; else "down". */
+async function probeHealth(url: string, launchId: string | undefined): Promise<"ready" | "foreign" | "down"> {
   try {
     const response = await fetch(`${url}/health`, { signal: AbortSignal.timeout(5_000) });
     await response.arrayBuffer();
-    return response.status === 200;
+    if (response.status !== 200) return "down";
+    return launchId === undefined || response.headers.get(LAUNCH_ID_HEADER) === launchId ? "ready" : "foreign";
   } catch {
-    return false;
+    return "down";
   }
 }

@@ -17,6 +17,7 @@ import {
   type LaunchCommand,
 } from "./launch-args.js";
 import { startManagedProcess, type ManagedProcess } from "./managed-process.js";
+import { assertPortFree } from "./port-check.js";
 
 /** The package root: dist/serve/ or src/serve/ sit two levels below it. */
 const PACKAGE_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..");
@@ -90,6 +91,7 @@ export async function startEngine(options: StartEngineOptions): Promise<ManagedE
   let port = options.port ?? 30000;
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--port must be 0-65535, got ${port}`);
   if (port === 0 && options.engine === "sglang") port = await freePort(host === "0.0.0.0" ? "127.0.0.1" : host);
+  else if (port !== 0) await assertPortFree(host, port, options.engine === "embedded" ? "the embedded engine" : "sglang");
   const launch: EngineLaunchOptions = {
     engine: options.engine,
     model: options.model,
@@ -116,6 +118,8 @@ export async function startEngine(options: StartEngineOptions): Promise<ManagedE
     args: command.args,
     env: { ...options.env, ...command.env },
     url: () => fixedUrl ?? announced,
+    // Only the embedded engine echoes a launch id; SGLang relies on the port check above.
+    echoesLaunchId: options.engine === "embedded",
     onLine: (line) => {
       const match = EMBEDDED_READY.exec(line);
       if (match && announced === undefined) {
@@ -150,6 +154,7 @@ export interface StartRouterOptions {
 /** The SGLang router in front of several servers, managed like an engine. */
 export async function startRouter(options: StartRouterOptions): Promise<ManagedProcess & { commandLine: string[] }> {
   const host = options.host ?? "127.0.0.1";
+  await assertPortFree(host, options.port, "the sglang router");
   const command = routerLaunchCommand({
     workerUrls: options.workerUrls,
     host,
@@ -204,6 +209,8 @@ export async function startFleet(options: StartFleetOptions): Promise<ManagedFle
   const share = gpus.length / replicas;
   const host = options.host ?? "127.0.0.1";
   const port = options.port === undefined || options.port === 0 ? await freePort(host === "0.0.0.0" ? "127.0.0.1" : host) : options.port;
+  // The router starts last, after the servers have loaded their models: find out now that its port is taken.
+  await assertPortFree(host, port, "the sglang router");
   const engines: ManagedEngine[] = [];
   const stopAll = async (router?: ManagedProcess) => {
     await Promise.all([router?.stop(), ...engines.map((engine) => engine.stop())]);

@@ -18,7 +18,8 @@ export { truncateToolResponse, DEFAULT_MAX_TOOL_RESPONSE_LENGTH, DEFAULT_TRUNCAT
 export { ToolOutputError, type ToolErrorKind } from "./tool-errors.js";
 export { Gsm8kTool, GSM8K_NON_IMPROVED_PENALTY } from "./gsm8k-tool.js";
 export { CalculatorTool, evaluateExpression, formatCalcValue } from "./calculator.js";
-export { PythonCodeTool, runPythonCode, resolveInterpreter, pythonToolConfigSchema, type PythonToolConfig } from "./python-tool.js";
+export { PythonCodeTool, runPythonCode, resolveInterpreter, pythonSandboxProblem, pythonToolConfigSchema, type PythonToolConfig } from "./python-tool.js";
+export { buildBwrapArgv, checkBwrap, probeInterpreter, type BwrapPlan } from "./sandbox.js";
 export { VaultTool } from "./vault-tool.js";
 export { McpTool } from "./mcp.js";
 export { Semaphore } from "./semaphore.js";

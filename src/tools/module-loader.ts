@@ -1,8 +1,9 @@
 /**
  * Loads user classes (tools, interactions) named by a module path in a YAML `class_name`:
  * `path/to/file.js` (default export) or `path/to/file.js#ExportName`. A YAML file must not be able to run
- * arbitrary code on the machine, so a module is only loaded when its real path lies inside one of the module
- * directories the user configured on the command line; with none configured, module paths are refused.
+ * arbitrary code anywhere on the machine, so a module is only loaded when its real path lies inside one of the
+ * allowed module directories; with none, module paths are refused. rollout, train and doctor allow exactly one: the
+ * folder of the YAML file that names the module (src/rollout/setup.ts). No flag adds others.
  */
 import { realpathSync } from "node:fs";
 import path from "node:path";
@@ -32,6 +33,9 @@ export function simpleNameOf(className: string): string {
   return spec.exportName ?? path.basename(spec.file).replace(/\.[^.]+$/, "");
 }
 
+/** Where a module must live for rollout, train and doctor to load it. */
+const YAML_FOLDER_HINT = "put the module in the folder of the YAML file that names it (or a subfolder): only modules there are loaded";
+
 function isInside(child: string, parent: string): boolean {
   const rel = path.relative(parent, child);
   return rel === "" || (!rel.startsWith("..") && !path.isAbsolute(rel));
@@ -45,7 +49,7 @@ export async function loadModuleExport(className: string, baseDir: string, modul
   const spec = parseModulePath(className);
   if (moduleDirs.length === 0) {
     throw new InputError(`${where}: class_name ${JSON.stringify(className)} is a module path, and no module directory is allowed`, {
-      hint: "pass --tool-module-dir DIR for the folder that holds your tool or interaction modules",
+      hint: YAML_FOLDER_HINT,
     });
   }
   if (/\.(c|m)?ts$/.test(spec.file)) {
@@ -67,7 +71,7 @@ export async function loadModuleExport(className: string, baseDir: string, modul
   });
   if (!allowed.some((dir) => isInside(real, dir))) {
     throw new InputError(`${where}: module ${real} is outside the allowed module directories (${allowed.join(", ")})`, {
-      hint: "move the module into an allowed directory or add its folder with --tool-module-dir",
+      hint: YAML_FOLDER_HINT,
     });
   }
   let mod: Record<string, unknown>;

@@ -1,5 +1,7 @@
 /**
- * The Python prelude the code tool runs before the model's code, in the child process. It narrows what the code
+ * The Python prelude the code tool runs before the model's code, in the child process. Under bwrap (the default) the
+ * OS sandbox does the containing; the prelude then only drops root to an unprivileged uid and sets the rlimits
+ * (RLIMIT_NPROC included). Without bwrap (`sandbox: none`) it is all there is: It narrows what the code
  * can do, best effort (see docs/security.md): this is not a security boundary against hostile code running as root.
  *   1. network: a new, empty network namespace (unshare), else a patched socket module;
  *   2. limits: address space, CPU seconds, file size, open files, no core dumps (resource.setrlimit);
@@ -13,13 +15,34 @@ _cfg = json.loads(sys.argv[1])
 _code_path = sys.argv[2]
 _status = {"network": "allowed", "limits": [], "processes": "allowed"}
 
+_bwrap = _cfg.get("sandbox") == "bwrap"
+
+def _fail(message):
+    sys.stderr.write("sandbox: " + message + "\n")
+    os._exit(126)
+
+# Under bwrap as root: become an unprivileged user before anything else (this also clears every capability).
+if _bwrap and _cfg.get("drop_to_uid") is not None:
+    try:
+        os.setgroups([])
+        os.setresgid(_cfg["drop_to_gid"], _cfg["drop_to_gid"], _cfg["drop_to_gid"])
+        os.setresuid(_cfg["drop_to_uid"], _cfg["drop_to_uid"], _cfg["drop_to_uid"])
+    except OSError as exc:
+        _fail("cannot drop to uid %s: %s" % (_cfg["drop_to_uid"], exc))
+    with open("/proc/self/status") as _f:
+        _caps = [l.split()[1] for l in _f if l.startswith("CapEff:")]
+    if os.getuid() == 0 or _caps != ["0000000000000000"]:
+        _fail("still privileged after dropping to uid %s" % _cfg["drop_to_uid"])
+
 # Die with agentrl: the child runs in its own process group, so a killed agentrl would otherwise leave it behind.
-try:
+# (Under bwrap, --die-with-parent does this for the whole PID namespace.)
+if not _bwrap:
+  try:
     import ctypes, signal
     ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
-except Exception:
+  except Exception:
     pass
-if os.getppid() != _cfg["parent_pid"]:
+  if os.getppid() != _cfg["parent_pid"]:
     os._exit(137)  # agentrl died before the death signal was armed
 
 def _unshare_net():
@@ -30,7 +53,9 @@ def _unshare_net():
         return True
     return libc.unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0
 
-if not _cfg["allow_network"]:
+if _bwrap:
+    _status["network"] = "allowed" if _cfg["allow_network"] else "namespace"
+elif not _cfg["allow_network"]:
     _ok = False
     try:
         _ok = _unshare_net()
@@ -64,8 +89,11 @@ _limit("RLIMIT_FSIZE", _cfg["file_size_bytes"])
 _limit("RLIMIT_NOFILE", 256)
 _limit("RLIMIT_CORE", 0)
 
+if _bwrap:
+    _limit("RLIMIT_NPROC", _cfg["max_processes"])
+
 if not _cfg["allow_subprocess"]:
-    if os.getuid() != 0:
+    if os.getuid() != 0 and not _bwrap:
         _limit("RLIMIT_NPROC", 0)
     def _no_processes(*a, **k):
         raise PermissionError("creating processes is disabled in this sandbox")

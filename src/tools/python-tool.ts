@@ -1,21 +1,22 @@
 /**
- * A local Python code interpreter tool (parameter `code`). Each call runs in a fresh child process:
- * spawned with an argument array (never a shell), in its own temporary directory with a minimal environment,
- * its own process group (killed whole at the end), a wall-clock timeout, a cap on captured output, and the
- * limits of the prelude (memory, CPU, file size, no network, no subprocesses). What is and is not enforced
- * is listed in docs/security.md.
+ * A local Python code interpreter tool (parameter `code`). Each call runs in a fresh child process under bubblewrap
+ * (src/tools/sandbox.ts: new PID, network, IPC and mount namespaces, read-only system paths, one writable scratch
+ * folder, a clean environment), spawned with an argument array (never a shell), with a wall-clock timeout, a cap on
+ * captured output, and the rlimits of the prelude. `sandbox: none` is the weaker, opt-in mode without bwrap.
+ * What is and is not enforced is listed in docs/security.md.
  *
  * Text: stdout + stderr (as verl's SandboxFusionTool joins them), plus one bracketed line when the run was
  * stopped: `[timed out after 5s]`, `[output exceeded 65536 bytes; stopped]`, `[killed by SIGKILL]`.
  */
 import { spawn } from "node:child_process";
 import { accessSync, constants as fsConstants } from "node:fs";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { chown, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { z } from "zod";
 import { BaseTool } from "./base-tool.js";
 import { PYTHON_PRELUDE } from "./python-sandbox-prelude.js";
+import { buildBwrapArgv, checkBwrap, probeInterpreter } from "./sandbox.js";
 import type { OpenAIFunctionToolSchema } from "./schema.js";
 import type { ToolContext, ToolExecuteResult } from "./types.js";
 import { ToolOutputError } from "./tool-errors.js";
@@ -29,10 +30,19 @@ export const pythonToolConfigSchema = z.object({
   max_file_size_mb: z.number().int().nonnegative().default(16),
   allow_network: z.boolean().default(false),
   allow_subprocess: z.boolean().default(false),
+  /** `bwrap`: run under bubblewrap, refuse to run when it is missing. `none`: the weaker prelude-only mode (opt-in). */
+  sandbox: z.enum(["bwrap", "none"]).default("bwrap"),
+  /** The bubblewrap binary: a bare name is looked up on agentrl's PATH. */
+  bwrap: z.string().min(1).default("bwrap"),
+  /** RLIMIT_NPROC inside the sandbox (processes and threads of the sandbox user). */
+  max_processes: z.number().int().positive().default(32),
+  /** When agentrl runs as root, the sandboxed code runs as this uid/gid (root would ignore RLIMIT_NPROC). */
+  run_as_uid: z.number().int().positive().default(65534),
+  run_as_gid: z.number().int().positive().default(65534),
 });
 export type PythonToolConfig = z.infer<typeof pythonToolConfigSchema>;
 
-export type PythonRunStatus = "finished" | "timeout" | "output_limit" | "killed" | "aborted";
+export type PythonRunStatus = "finished" | "timeout" | "output_limit" | "killed" | "aborted" | "refused";
 
 export interface PythonRunResult {
   status: PythonRunStatus;
@@ -64,10 +74,32 @@ export function resolveInterpreter(command: string, searchPath = process.env["PA
   return command;
 }
 
+/** Why code cannot run under `config` (bwrap missing or broken and no opt-in to `sandbox: none`); null when it can. */
+export async function pythonSandboxProblem(config: PythonToolConfig): Promise<string | null> {
+  if (config.sandbox === "none") return null;
+  const problem = await checkBwrap(resolveInterpreter(config.bwrap));
+  if (problem === null) return null;
+  return `${problem}. The python code tool runs untrusted code only inside bubblewrap (config key sandbox: bwrap): install it (scripts/install.sh, or apt-get install bubblewrap), point the key bwrap at it, or set sandbox: none to accept the weaker, unisolated mode`;
+}
+
+let warnedWeak = false;
+function warnWeakOnce(): void {
+  if (warnedWeak) return;
+  warnedWeak = true;
+  process.stderr.write(
+    "warning: the python code tool runs with sandbox: none: model-written code can read your files and the environment of other processes (docs/security.md)\n",
+  );
+}
+
 /** Runs `code` once under the limits of `config`. Never throws for anything the code does. */
 export async function runPythonCode(code: string, config: PythonToolConfig, signal?: AbortSignal): Promise<PythonRunResult> {
-  const workDir = await mkdtemp(path.join(os.tmpdir(), "agentrl-py-"));
   const started = performance.now();
+  const problem = await pythonSandboxProblem(config);
+  if (problem !== null) {
+    return { status: "refused", exitCode: null, signal: null, stdout: new Uint8Array(), stderr: Buffer.from(problem), sandbox: null, wallMs: performance.now() - started };
+  }
+  if (config.sandbox === "none") warnWeakOnce();
+  const workDir = await mkdtemp(path.join(os.tmpdir(), "agentrl-py-"));
   try {
     await writeFile(path.join(workDir, "prelude.py"), PYTHON_PRELUDE);
     await writeFile(path.join(workDir, "code.py"), code);
@@ -78,8 +110,19 @@ export async function runPythonCode(code: string, config: PythonToolConfig, sign
       cpu_seconds: Math.ceil(config.timeout_s) + 1,
       file_size_bytes: config.max_file_size_mb * 1024 * 1024,
       parent_pid: process.pid,
+      sandbox: config.sandbox,
+      max_processes: config.max_processes,
+      drop_to_uid: asRoot() ? config.run_as_uid : null,
+      drop_to_gid: asRoot() ? config.run_as_gid : null,
     });
-    const outcome = await runChild(config, workDir, limits, signal);
+    if (config.sandbox === "bwrap" && asRoot()) await chown(workDir, config.run_as_uid, config.run_as_gid);
+    const outcome = await runChild(config, workDir, limits, signal).catch((err: Error) => ({
+      status: "refused" as const,
+      exitCode: null,
+      signal: null,
+      stdout: new Uint8Array(),
+      stderr: Buffer.from(`cannot start the sandbox: ${err.message}`),
+    }));
     let sandbox: Record<string, unknown> | null = null;
     try {
       sandbox = JSON.parse(await readFile(path.join(workDir, "status.json"), "utf8")) as Record<string, unknown>;
@@ -92,14 +135,14 @@ export async function runPythonCode(code: string, config: PythonToolConfig, sign
   }
 }
 
-function runChild(
-  config: PythonToolConfig,
-  workDir: string,
-  limits: string,
-  signal: AbortSignal | undefined,
-): Promise<Omit<PythonRunResult, "sandbox" | "wallMs">> {
-  return new Promise((resolve) => {
-    const env: NodeJS.ProcessEnv = {
+const asRoot = () => process.getuid?.() === 0;
+
+/** The program and arguments to spawn, and its environment: bwrap around the interpreter, or the bare interpreter. */
+async function commandFor(config: PythonToolConfig, workDir: string, limits: string): Promise<{ file: string; args: string[]; env: Record<string, string> }> {
+  const python = resolveInterpreter(config.python);
+  // -I: ignore PYTHON* variables and the user's site dir; -X utf8: UTF-8 stdio; -B: no .pyc files.
+  const pyArgs = ["-I", "-X", "utf8", "-B", "prelude.py", limits, "code.py"];
+  const env: Record<string, string> = {
       PATH: "/usr/local/bin:/usr/bin:/bin",
       HOME: workDir,
       TMPDIR: workDir,
@@ -107,9 +150,34 @@ function runChild(
       OMP_NUM_THREADS: "1",
       OPENBLAS_NUM_THREADS: "1",
       MKL_NUM_THREADS: "1",
-    };
-    // -I: ignore PYTHON* variables and the user's site dir; -X utf8: UTF-8 stdio; -B: no .pyc files.
-    const child = spawn(resolveInterpreter(config.python), ["-I", "-X", "utf8", "-B", "prelude.py", limits, "code.py"], {
+  };
+  if (config.sandbox === "none") return { file: python, args: pyArgs, env };
+  const argv = buildBwrapArgv({
+    command: [python, ...pyArgs],
+    workDir,
+    readOnly: await probeInterpreter(python),
+    env: { ...env, TMPDIR: "/tmp" },
+    allowNetwork: config.allow_network,
+    tmpBytes: config.max_file_size_mb * 1024 * 1024,
+    asRoot: asRoot(),
+  });
+  // bwrap itself gets no environment either: its own /proc/<pid>/environ is visible from inside the PID namespace.
+  return { file: resolveInterpreter(config.bwrap), args: argv, env: { PATH: "/usr/bin:/bin" } };
+}
+
+/** Grace for the pipes to drain once the sandbox has exited (everything in it is dead by then). */
+const DRAIN_MS = 500;
+
+async function runChild(
+  config: PythonToolConfig,
+  workDir: string,
+  limits: string,
+  signal: AbortSignal | undefined,
+): Promise<Omit<PythonRunResult, "sandbox" | "wallMs">> {
+  const command = await commandFor(config, workDir, limits);
+  return new Promise((resolve) => {
+    const env = command.env;
+    const child = spawn(command.file, command.args, {
       cwd: workDir,
       env,
       stdio: ["ignore", "pipe", "pipe"],
@@ -159,16 +227,33 @@ function runChild(
       clearTimeout(timer);
       signal?.removeEventListener("abort", onAbort);
       killGroup(); // stray grandchildren that outlived the main process
+      // bwrap reports a command killed by a signal as exit code 128 + signal.
+      if (sig === null && command.file !== resolveInterpreter(config.python) && exitCode !== null && exitCode > 128) {
+        const code = exitCode - 128;
+        const name = Object.entries(os.constants.signals).find(([, n]) => n === code)?.[0];
+        if (name) [exitCode, sig] = [null, name];
+      }
       if (status === "finished" && sig !== null) status = "killed";
       resolve({ status, exitCode, signal: sig, stdout: Buffer.concat(stdout), stderr: Buffer.concat(stderr) });
     };
     child.on("error", (err) => {
-      stderr.push(Buffer.from(`cannot start ${config.python}: ${err.message}\n`));
+      stderr.push(Buffer.from(`cannot start ${command.file}: ${err.message}\n`));
       finish(null, null);
     });
-    // The main process is done: kill anything it left behind so their open pipes cannot hold "close" back.
-    child.on("exit", killGroup);
-    child.on("close", (code, sig) => finish(code, sig));
+    // The main process is done: kill anything it left behind, then end on "close" or, if something still holds the
+    // pipes (a grandchild outside the sandbox's PID namespace in sandbox: none), after a short drain.
+    child.on("exit", (code, sig) => {
+      killGroup();
+      const drain = setTimeout(() => {
+        child.stdout.destroy();
+        child.stderr.destroy();
+        finish(code, sig);
+      }, DRAIN_MS);
+      child.once("close", () => {
+        clearTimeout(drain);
+        finish(code, sig);
+      });
+    });
   });
 }
 
@@ -197,6 +282,8 @@ export function describePythonRun(result: PythonRunResult, config: PythonToolCon
       return `${text}${sep(text)}[killed by ${result.signal}]`;
     case "aborted":
       return `${text}${sep(text)}[stopped: the call was cancelled]`;
+    case "refused":
+      return `Error: the code was not run: ${text}`;
   }
 }
 

@@ -9,7 +9,7 @@ import { readToolsFile, yamlDirOf, describeZodIssue, type ToolEntry } from "./co
 import { Gsm8kTool } from "./gsm8k-tool.js";
 import { McpConnection, McpTool, connectServer, mcpConfigSchema, mcpToolToSchema, readServersFile, resolveServersPath } from "./mcp.js";
 import { isModulePath, loadModuleExport } from "./module-loader.js";
-import { PythonCodeTool, pythonToolConfigSchema } from "./python-tool.js";
+import { PythonCodeTool, pythonSandboxProblem, pythonToolConfigSchema } from "./python-tool.js";
 import { schemaForTemplate, type OpenAIFunctionToolSchema } from "./schema.js";
 import { Semaphore } from "./semaphore.js";
 import { VaultTool } from "./vault-tool.js";
@@ -135,6 +135,8 @@ async function buildNative(entry: ToolEntry, where: string, yamlDir: string, opt
   if (builtin === "python") {
     const parsed = pythonToolConfigSchema.safeParse(config);
     if (!parsed.success) throw new InputError(`${where}: ${describeZodIssue(parsed.error, "config")}`);
+    const problem = await pythonSandboxProblem(parsed.data);
+    if (problem !== null) throw new InputError(`${where}.config.sandbox: ${problem}`);
     return {
       tool: new PythonCodeTool(config, schema, parsed.data),
       // The runner's limit sits above the tool's own timeout so the tool can report its timeout itself.
@@ -154,7 +156,7 @@ async function buildNative(entry: ToolEntry, where: string, yamlDir: string, opt
   }
   const unsupported = UNSUPPORTED_VERL_CLASSES[entry.class_name];
   throw new InputError(`${where}.class_name: unknown tool class ${JSON.stringify(entry.class_name)}`, {
-    hint: unsupported ?? `built-ins: ${Object.keys(BUILTIN_TOOL_CLASSES).join(", ")}; or a .js module path in a --tool-module-dir`,
+    hint: unsupported ?? `built-ins: ${Object.keys(BUILTIN_TOOL_CLASSES).join(", ")}; or a .js module path in this YAML's folder`,
   });
 }
 

@@ -7,7 +7,7 @@ import { mkdir, readFile } from "node:fs/promises";
 import path from "node:path";
 import { dump as dumpYaml } from "js-yaml";
 import { z } from "zod";
-import { InputError, RefusedError } from "../errors.js";
+import { InputError, RefusedError, UsageError } from "../errors.js";
 import { writeFileAtomic } from "../data/atomic.js";
 import type { CursorState } from "./data-cursor.js";
 
@@ -50,8 +50,14 @@ export class RunDir {
     return path.join(this.root, "checkpoints", `step-${String(step).padStart(6, "0")}`);
   }
 
-  /** Creates the folder. A folder with a previous run needs --resume (continue) or --force (start over). */
+  /**
+   * Creates the folder. A folder with a previous run needs --resume (continue) or --force (start over); --resume
+   * where no run ever started is refused before anything is created, so a mistyped run name leaves no empty folder.
+   */
   async prepare(options: { resume: boolean; force: boolean }): Promise<RunState | undefined> {
+    if (options.resume && !existsSync(this.stateFile) && !existsSync(this.configFile)) {
+      throw new UsageError(`${this.root}: no run to resume`, { hint: "start without --resume" });
+    }
     const hasRun = existsSync(this.stateFile) || existsSync(this.metricsFile);
     if (hasRun && !options.resume && !options.force) {
       throw new RefusedError(`${this.root} already holds a run`, {

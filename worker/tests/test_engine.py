@@ -431,6 +431,19 @@ def test_api_key_guards_everything_but_health(tiny_models, engine):
         server.shutdown()
 
 
+def test_launch_id_is_echoed_so_agentrl_serve_knows_who_answers(engine):
+    """agentrl serve gives each launch an id and counts /health as ready only with it (src/serve/managed-process.ts)."""
+    server = start_engine(engine.loaded, ServerConfig(port=0, launch_id="launch-123"))
+    try:
+        with urllib.request.urlopen(server.url + "/health", timeout=30) as response:
+            assert response.headers["X-Agentrl-Launch-Id"] == "launch-123"
+        assert call(server, "/server_info")[1]["launch_id"] == "launch-123"
+    finally:
+        server.shutdown()
+    with urllib.request.urlopen(engine.url + "/health", timeout=30) as response:
+        assert response.headers["X-Agentrl-Launch-Id"] is None
+
+
 def test_module_entrypoint_serves_and_stops_on_sigterm(tiny_models):
     """`python -m agentrl_worker.engine --port 0` prints its URL, answers /health, and exits 0 on SIGTERM."""
     import re

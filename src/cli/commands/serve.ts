@@ -50,6 +50,7 @@ export function registerServe(program: Command): void {
       `
 Prints the URL on stdout once the engine answers /health, then stays in the foreground until Ctrl-C (or SIGTERM),
 which it forwards to the engine's whole process group. The engine never outlives agentrl, even if agentrl is killed.
+A port something already listens on is refused before the engine starts (exit 2).
 
 Examples:
   $ agentrl serve --engine embedded --model out/tiny --port 30000

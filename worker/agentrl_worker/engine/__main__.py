@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
@@ -43,7 +44,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cannot load model from {args.model}: {error}", file=sys.stderr)
         return 2
     server = EngineServer(loaded, ServerConfig(host=args.host, port=args.port, api_key=args.api_key,
-                                               max_batch=args.max_batch, random_seed=args.random_seed))
+                                               max_batch=args.max_batch, random_seed=args.random_seed,
+                                               # Set by agentrl serve, not by users: see ServerConfig.launch_id.
+                                               launch_id=os.environ.get("AGENTRL_LAUNCH_ID") or None))
     # SIGTERM from a managing parent (agentrl serve) shuts down like Ctrl-C; shutdown() must run off the serve thread.
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.httpd.shutdown, daemon=True).start())
     # The managing parent reads this line (and polls /health) to learn the URL when --port 0 was given.

@@ -24,6 +24,8 @@ from .scheduler import Generation, Scheduler
 
 VERSION = "agentrl-embedded-0.1.0"
 HEALTH_GENERATE_TIMEOUT_S = 20.0
+# src/serve/managed-process.ts reads this header; AGENTRL_LAUNCH_ID (read in __main__) sets its value.
+LAUNCH_ID_HEADER = "X-Agentrl-Launch-Id"
 log = logging.getLogger("agentrl_worker.engine")
 
 
@@ -41,6 +43,9 @@ class ServerConfig:
     max_batch: int = 64
     # Seeds the generations that carry no sampling_seed (SGLang's --random-seed); None: a fresh seed per start.
     random_seed: int | None = None
+    # A token from the managing parent (agentrl serve), echoed in every response's X-Agentrl-Launch-Id header, so
+    # the parent can tell this process's /health from another server's that already held the port.
+    launch_id: str | None = None
 
 
 class EngineServer:
@@ -131,6 +136,7 @@ class EngineServer:
             }],
             "version": VERSION,
             "engine": "agentrl-embedded",
+            "launch_id": self.config.launch_id,
         }
 
     def v1_models(self) -> dict:
@@ -258,6 +264,8 @@ def _handler_for(server: EngineServer) -> type[BaseHTTPRequestHandler]:
                 self.send_response(status, HTTPStatus(status).phrase)
                 self.send_header("Content-Type", kind)
                 self.send_header("Content-Length", str(len(data)))
+                if server.config.launch_id:
+                    self.send_header(LAUNCH_ID_HEADER, server.config.launch_id)
                 self.end_headers()
                 self.wfile.write(data)
             except (BrokenPipeError, ConnectionResetError):
