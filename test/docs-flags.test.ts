@@ -25,6 +25,14 @@ const OTHER_PROGRAMS_FLAGS: Record<string, string[]> = {
   ],
   "the embedded engine's own command line (python -m agentrl_worker.engine)": ["--dtype", "--max-batch"],
   "torchrun and the Python worker it starts": ["--nnodes", "--nproc_per_node", "--node_rank", "--parent-pid", "--idle-timeout-h"],
+  "bubblewrap, which runs the python code tool (docs/security.md)": [
+    "--clearenv",
+    "--unshare-net",
+    "--die-with-parent",
+    "--new-session",
+    "--disable-userns",
+    "--bind",
+  ],
 };
 const OTHER_FLAGS = new Set(Object.values(OTHER_PROGRAMS_FLAGS).flat());
 
