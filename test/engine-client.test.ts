@@ -1,8 +1,9 @@
 /**
  * Pins the SGLang client's contracts against real HTTP fake servers (test/fake-sglang):
  * - the /generate body it sends (logprobs on, special tokens kept, explicit budget) and the result it maps;
- * - which failures are retried (connection errors, 5xx, 429, timeouts) with a fresh rid each time, and which
- *   never are (4xx, a partial body, a malformed 200, the caller's abort), with the count bounded;
+ * - which failures are retried (connection errors, 5xx, 429, timeouts, cut bodies, malformed JSON) with a fresh
+ *   rid each time and jittered backoff, and which never are (4xx, a 200 of the wrong shape, the caller's abort),
+ *   with the count bounded;
  * - least-outstanding balancing and trajectory stickiness across servers;
  * - caller aborts cancel the request and POST /abort_request; the api key is sent and never shown.
  * Retries that would double-sample a trajectory, or a lost abort, would silently corrupt RL data.
@@ -158,13 +159,64 @@ describe("SglangClient.generate: retries", () => {
     expect(server.stats.byPath["/generate"]).toBe(1);
   });
 
-  it("never retries once response bytes arrived (partial body)", async () => {
-    const server = await fake({ faults: { queue: [{ type: "drip", intervalMs: 5, chunkBytes: 8, cutAfterBytes: 24 }] } });
-    const c = client({ servers: [server.url] });
+  it("retries a cut body (partial body) with a fresh rid and a jittered backoff delay", async () => {
+    const cut = { type: "drip", intervalMs: 5, chunkBytes: 8, cutAfterBytes: 24 } as const;
+    const server = await fake({ faults: { queue: [cut, cut] } });
+    const draws: number[] = [];
+    const c = client({
+      servers: [server.url],
+      retryBaseDelayMs: 40,
+      retryMaxDelayMs: 60,
+      random: () => {
+        draws.push(0);
+        return 0;
+      },
+    });
+    const started = performance.now();
+    const result = await c.generate({ ...turn(), rid: "cut" });
+    const elapsed = performance.now() - started;
+    expect(result.attempts).toBe(3);
+    expect(result.outputIds.length).toBeGreaterThan(0);
+    const rids = generateBodies(server).map((b) => b.rid);
+    expect(rids).toHaveLength(3);
+    expect(new Set(rids).size).toBe(3);
+    expect(result.rid).not.toBe("cut");
+    // One jitter draw per retry, and at least the un-jittered backoff (40 ms, then 60 ms capped) was waited.
+    expect(draws).toHaveLength(2);
+    expect(elapsed).toBeGreaterThanOrEqual(95);
+    expect(c.stats()).toMatchObject({ retries: 2, successes: 1, attemptErrors: { partial_body: 2 } });
+  });
+
+  it("gives up on cut bodies after maxRetries with kind partial_body and the attempts counted", async () => {
+    const cut = { type: "drip", intervalMs: 5, chunkBytes: 8, cutAfterBytes: 24 } as const;
+    const server = await fake({ faults: { queue: Array(10).fill(cut) } });
+    const c = client({ servers: [server.url], maxRetries: 2 });
     const error = await c.generate(turn()).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(EngineConnectionError);
-    expect(error).toMatchObject({ kind: "partial_body", attempts: 1 });
-    expect(server.stats.byPath["/generate"]).toBe(1);
+    expect(error).toMatchObject({ kind: "partial_body", attempts: 3 });
+    expect(server.stats.byPath["/generate"]).toBe(3);
+    expect(c.stats().failures.partial_body).toBe(1);
+  });
+
+  it("retries a 200 whose body is malformed JSON, with a fresh rid", async () => {
+    const server = await fake({ faults: { queue: [{ type: "malformed-json" }] } });
+    const c = client({ servers: [server.url] });
+    const result = await c.generate({ ...turn(), rid: "garbled" });
+    expect(result.attempts).toBe(2);
+    expect(result.outputIds.length).toBeGreaterThan(0);
+    expect(result.rid).not.toBe("garbled");
+    expect(server.stats.faults).toEqual({ "malformed-json": 1 });
+    expect(c.stats()).toMatchObject({ retries: 1, successes: 1, attemptErrors: { bad_response: 1 } });
+  });
+
+  it("gives up on malformed JSON after maxRetries with kind bad_response and status 200", async () => {
+    const server = await fake({ faults: { queue: Array(10).fill({ type: "malformed-json" }) } });
+    const c = client({ servers: [server.url], maxRetries: 1 });
+    const error = await c.generate(turn()).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(EngineServerError);
+    expect(error).toMatchObject({ kind: "bad_response", status: 200, attempts: 2 });
+    expect((error as Error).message).toContain("body is not JSON");
+    expect(server.stats.byPath["/generate"]).toBe(2);
   });
 
   it("reads a slowly dripped body to the end", async () => {

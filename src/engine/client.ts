@@ -194,7 +194,8 @@ export class SglangClient {
   /**
    * One generation turn. Returns the result (including SGLang's own `abort` finish) or, when the caller's
    * signal fired, a result with `abortedByCaller: true`. Throws EngineConnectionError / EngineServerError once
-   * retries are exhausted or the failure is not retryable (4xx, partial body, malformed response).
+   * retries are exhausted or the failure is not retryable (4xx, a 2xx JSON body of the wrong shape). Connection
+   * failures, resets, timeouts, 5xx, 429, cut bodies and malformed JSON are retried with jittered, capped backoff.
    */
   async generate(req: GenerateRequest): Promise<GenerateResult> {
     let lastServer: string | undefined;
@@ -272,10 +273,11 @@ export class SglangClient {
         this.abortOnServer(server, rid);
         if (this.options.retryOnTimeout) return { action: "retry", kind: "timeout", error: new Error(message) };
       }
-      if (outcome.failure === "connect" || outcome.failure === "reset") {
+      // A body cut off mid-way is retried too: nothing of it was used, and /generate is safe to repeat (with a
+      // fixed sampling seed it even samples the same answer; without one, only the retried answer is ever kept).
+      if (outcome.failure === "connect" || outcome.failure === "reset" || outcome.failure === "partial_body") {
         return { action: "retry", kind: outcome.failure, error: new Error(message, { cause: outcome.error }) };
       }
-      // A partial body means the server ran the request; running it again would sample a second answer.
       return {
         action: "fail",
         error: new EngineConnectionError(message, outcome.failure, server, attempts, { cause: outcome.error }),
@@ -295,9 +297,8 @@ export class SglangClient {
   }
 
   private parseGenerate(bodyText: string, server: string, attempts: number): Verdict {
-    const fail = (why: string, cause?: unknown): Verdict => ({
-      action: "fail",
-      error: new EngineServerError(
+    const protocolError = (why: string, cause?: unknown) =>
+      new EngineServerError(
         `${server}/generate sent a response that breaks the protocol: ${why}`,
         200,
         excerpt(bodyText),
@@ -305,13 +306,15 @@ export class SglangClient {
         server,
         attempts,
         { cause },
-      ),
-    });
+      );
+    const fail = (why: string, cause?: unknown): Verdict => ({ action: "fail", error: protocolError(why, cause) });
     let json: unknown;
     try {
       json = JSON.parse(bodyText);
     } catch (err) {
-      return fail("body is not JSON", err);
+      // Malformed JSON is a garbled transfer, not a server that speaks another protocol: retry it like a cut body.
+      // (JSON of the wrong shape, below, would come back the same every time, so it fails at once.)
+      return { action: "retry", kind: "bad_response", error: protocolError("body is not JSON", err) };
     }
     const parsed = generateResponseSchema.safeParse(json);
     if (!parsed.success) {

@@ -1,6 +1,6 @@
 /**
  * One HTTP attempt on undici, classified. It never throws for network trouble: the caller decides on retries
- * from the outcome, and the one fact that forbids a retry, whether response bytes had arrived, is recorded here.
+ * from the outcome; whether response bytes had arrived (a cut body, `partial_body`) is recorded here.
  */
 import type { IncomingHttpHeaders } from "node:http";
 import { request, type Dispatcher } from "undici";

@@ -67,11 +67,11 @@ export type FailureKind =
   | "connect" // refused, DNS, connect timeout: nothing reached the server
   | "reset" // the connection dropped before any response byte arrived
   | "timeout" // no complete response within requestTimeoutMs
-  | "partial_body" // the response started but did not complete; never retried
+  | "partial_body" // the response started but did not complete (cut body); retried
   | "http_4xx"
   | "http_5xx"
   | "http_429"
-  | "bad_response"; // a 2xx whose body does not match the protocol
+  | "bad_response"; // a 2xx whose body does not match the protocol (malformed JSON is retried, a wrong shape is not)
 
 export interface ModelInfo {
   modelPath: string;

@@ -45,7 +45,7 @@ export const serverSchema = z
     api_key_env: z.string().default("SGLANG_API_KEY").describe("environment variable holding the server's API key, if any"),
     timeout: seconds("one /generate request, headers and body", 600),
     connect_timeout: seconds("TCP connect", 10),
-    max_attempts: z.number().int().min(1).default(4).describe("tries per request (1 + retries) on connection errors, 429 and 5xx"),
+    max_attempts: z.number().int().min(1).default(4).describe("tries per request (1 + retries) on connection errors, timeouts, 429, 5xx, cut bodies and malformed JSON"),
     retry_delay: z.number().nonnegative().default(0.5).describe("first backoff delay, doubled per retry, capped at 8 s (seconds)"),
   })
   .describe("actor_rollout_ref.rollout.server");

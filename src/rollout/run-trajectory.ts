@@ -145,6 +145,8 @@ export async function runTrajectory(sample: Sample, ctx: TrajectoryContext): Pro
       });
     } catch (err) {
       genMs += performance.now() - generateStarted;
+      // A request that failed for good still made its attempts: count them, as a successful one's are below.
+      if (isEngineError(err)) retries += Math.max(0, err.attempts - 1);
       if (deadline.aborted) {
         finish = { status: "aborted", reason: ctx.signal.aborted ? runAbortReason(ctx.signal) : "deadline" };
       } else if (isEngineError(err)) {

@@ -17,7 +17,9 @@ export type Fault =
   /** Answer HTTP 200 with `finish_reason.type == "abort"` and half the tokens, as SGLang does for a scheduler abort. */
   | { type: "abort"; message?: string }
   /** Answer HTTP 200 with JSON that is not a /generate response. */
-  | { type: "wrong-shape" };
+  | { type: "wrong-shape" }
+  /** Answer HTTP 200 with a complete body that is not valid JSON (a garbled or truncated document). */
+  | { type: "malformed-json" };
 
 export interface FaultRequest {
   path: string;

@@ -541,6 +541,12 @@ export async function startFakeSglang(options: FakeSglangOptions = {}): Promise<
       return sendJson(res, fault.status, fault.body ?? defaultBody, fault.retryAfter !== undefined ? { "retry-after": String(fault.retryAfter) } : {});
     }
     if (fault?.type === "wrong-shape") return sendJson(res, 200, { output_ids: "not a list", meta_info: { id: 1 } });
+    if (fault?.type === "malformed-json") {
+      const garbled = '{"text": "<1><2>", "output_ids": [1, 2';
+      res.writeHead(200, { "content-type": "application/json", "content-length": String(Buffer.byteLength(garbled)) });
+      res.end(garbled);
+      return;
+    }
 
     const json = () => parseJsonBody(rawBody);
     const is = (...methods: string[]) => methods.includes(method);

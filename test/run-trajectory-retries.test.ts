@@ -1,0 +1,80 @@
+/**
+ * runTrajectory records the engine attempts a trajectory took as `retries`, on failure as on success: a trajectory
+ * that failed after 4 attempts must say 3 retries, not 0, or a fault study reads transient faults as fatal ones.
+ */
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { loadChatModel, type ChatModel } from "../src/chat/index.js";
+import { SglangClient } from "../src/engine/index.js";
+import { getParser } from "../src/parsers/index.js";
+import { rolloutSchema } from "../src/rollout/config.js";
+import { runTrajectory, type TrajectoryContext } from "../src/rollout/run-trajectory.js";
+import type { Sample } from "../src/rollout/sample.js";
+import { startFakeSglang, type FakeSglangOptions } from "./fake-sglang/index.js";
+import { QWEN3_DIR } from "./helpers/qwen3.js";
+
+let model: ChatModel;
+beforeAll(async () => {
+  model = await loadChatModel(QWEN3_DIR);
+});
+
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  while (cleanups.length > 0) await cleanups.pop()!();
+});
+
+const sample: Sample = {
+  dataIndex: 0,
+  sampleIndex: 0,
+  groupId: "0",
+  dataSource: "openai/gsm8k",
+  messages: [{ role: "user", content: "What is 2 + 2?" }],
+  groundTruth: "4",
+  toolsKwargs: {},
+  interactionKwargs: {},
+  extraInfo: {},
+};
+
+async function setup(faults: FakeSglangOptions["faults"], maxRetries: number): Promise<TrajectoryContext> {
+  const server = await startFakeSglang({ faults });
+  cleanups.push(() => server.close());
+  const client = new SglangClient({ servers: [server.url], maxRetries, retryBaseDelayMs: 1, retryMaxDelayMs: 5, random: () => 0.5 });
+  cleanups.push(() => client.close());
+  return {
+    model,
+    client,
+    parser: getParser("hermes"),
+    tools: undefined,
+    toolSchemas: [],
+    interactions: undefined,
+    rewardFunction: undefined,
+    rollout: rolloutSchema.parse({ multi_turn: { enable: false } }),
+    maxPromptLength: 1024,
+    maxResponseLength: 64,
+    signal: new AbortController().signal,
+  };
+}
+
+describe("runTrajectory: retries", () => {
+  it("counts the attempts of a request that failed for good", async () => {
+    const ctx = await setup({ queue: Array(10).fill({ type: "status", status: 503 }) }, 3);
+    const t = await runTrajectory(sample, ctx);
+    expect(t.status).toBe("failed");
+    expect(t.finish_reason).toBe("error");
+    expect(t.error).toContain("after 4 attempts");
+    expect(t.retries).toBe(3);
+  });
+
+  it("counts the attempts of a request that recovered", async () => {
+    const ctx = await setup({ queue: [{ type: "status", status: 503 }, { type: "reset" }] }, 3);
+    const t = await runTrajectory(sample, ctx);
+    expect(t.status).toBe("completed");
+    expect(t.retries).toBe(2);
+  });
+
+  it("records no retries for a request that is not retryable", async () => {
+    const ctx = await setup({ queue: [{ type: "status", status: 400 }] }, 3);
+    const t = await runTrajectory(sample, ctx);
+    expect(t.status).toBe("failed");
+    expect(t.retries).toBe(0);
+  });
+});
