@@ -18,6 +18,7 @@ import {
 } from "./launch-args.js";
 import { startManagedProcess, type ManagedProcess } from "./managed-process.js";
 import { assertPortFree } from "./port-check.js";
+import { torchThreadEnv } from "../torch-threads.js";
 
 /** The package root: dist/serve/ or src/serve/ sit two levels below it. */
 const PACKAGE_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..");
@@ -116,7 +117,7 @@ export async function startEngine(options: StartEngineOptions): Promise<ManagedE
     label: options.engine === "embedded" ? "the embedded engine" : "sglang",
     command: python,
     args: command.args,
-    env: { ...options.env, ...command.env },
+    env: { ...(options.engine === "embedded" ? torchThreadEnv({ ...process.env, ...options.env }) : {}), ...options.env, ...command.env },
     url: () => fixedUrl ?? announced,
     // Only the embedded engine echoes a launch id; SGLang relies on the port check above.
     echoesLaunchId: options.engine === "embedded",

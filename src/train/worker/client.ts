@@ -12,6 +12,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { z } from "zod";
 import { WorkerError } from "../../errors.js";
+import { torchThreadEnv } from "../../torch-threads.js";
 import {
   computeLogProbsResult,
   fingerprintResult,
@@ -141,7 +142,7 @@ export class WorkerClient {
       "--parent-pid",
       String(process.pid),
     ];
-    const env = { ...process.env, ...options.env };
+    const env = { ...process.env, ...torchThreadEnv({ ...process.env, ...options.env }), ...options.env };
     env.PYTHONPATH = env.PYTHONPATH ? `${workerDir}${path.delimiter}${env.PYTHONPATH}` : workerDir;
     env.PYTHONUNBUFFERED = "1";
     const child = spawn(python, args, { env, stdio: ["ignore", "pipe", "pipe"], detached: true });
