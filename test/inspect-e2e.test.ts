@@ -457,10 +457,16 @@ describe("a run folder", () => {
     expect(result.stdout).toContain("clip fraction spike at step 6");
     expect(result.stdout).toContain("KL spike at step 8");
     expect(result.stdout).toMatch(/grad_norm\s+[▁▂▃▄▅▆▇█]+/);
+    // The greedy validation accuracy has its own curve, found by pattern whatever the data source.
+    expect(result.stdout).toMatch(/val_accuracy\s+[▁▂▃▄▅▆▇█]+/);
     expect(result.stdout).toContain("grad norm spike at step 9: actor/grad_norm = 3 vs median 0.3000 of the steps before");
     expect(result.stdout).toContain("rollouts for steps: 1, 2");
     const json = await inspectJson([run]);
     expect(json.curves.find((c: { name: string }) => c.name === "reward").points).toHaveLength(10);
+    expect(json.curves.find((c: { name: string }) => c.name === "val_accuracy")).toMatchObject({
+      key: "val-core/openai/gsm8k/acc/mean@1",
+      points: [[10, 0.5]],
+    });
     expect(json.alerts.map((a: { kind: string; step: number }) => `${a.kind}@${a.step}`)).toEqual([
       "clip_fraction_spike@6", "kl_spike@8", "grad_norm_spike@9", "tool_use_collapse@10",
     ]);

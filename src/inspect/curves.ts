@@ -28,7 +28,15 @@ export const METRIC_ALIASES: Record<string, string[]> = {
   turns: ["num_turns/mean"],
 };
 
-export const DEFAULT_CURVES = ["reward", "accuracy", "kl", "grad_norm", "entropy", "response_length", "tool_calls", "clip_fraction"];
+/**
+ * Names resolved by pattern, for keys that carry a data source: val_accuracy is the greedy validation accuracy
+ * (verl's val-core/<data source>/acc/mean@1), the curve a run is judged by; the first data source in key order wins.
+ */
+const METRIC_PATTERNS: Record<string, RegExp> = {
+  val_accuracy: /^val-core\/.+\/acc\/mean@1$/,
+};
+
+export const DEFAULT_CURVES = ["reward", "accuracy", "val_accuracy", "kl", "grad_norm", "entropy", "response_length", "tool_calls", "clip_fraction"];
 
 export interface Curve {
   name: string;
@@ -37,6 +45,8 @@ export interface Curve {
 }
 
 export function resolveMetricKey(name: string, rows: readonly MetricsRow[]): string | null {
+  const pattern = METRIC_PATTERNS[name];
+  if (pattern) return metricKeys(rows).find((key) => pattern.test(key)) ?? null;
   const candidates = METRIC_ALIASES[name] ?? [name];
   for (const key of candidates) if (rows.some((r) => key in r.values)) return key;
   return null;
