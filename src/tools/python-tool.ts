@@ -228,7 +228,7 @@ async function runChild(
       signal?.removeEventListener("abort", onAbort);
       killGroup(); // stray grandchildren that outlived the main process
       // bwrap reports a command killed by a signal as exit code 128 + signal.
-      if (sig === null && command.file !== resolveInterpreter(config.python) && exitCode !== null && exitCode > 128) {
+      if (sig === null && config.sandbox === "bwrap" && exitCode !== null && exitCode > 128) {
         const code = exitCode - 128;
         const name = Object.entries(os.constants.signals).find(([, n]) => n === code)?.[0];
         if (name) [exitCode, sig] = [null, name];
