@@ -6,7 +6,7 @@
  * shading disagrees with the stored mask fails here.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { mkdtempSync, rmSync, writeFileSync, mkdirSync } from "node:fs";
+import { copyFileSync, mkdtempSync, rmSync, writeFileSync, mkdirSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { spawnSync } from "node:child_process";
@@ -123,6 +123,12 @@ describe("summary of a rollout file", () => {
     expect(result.stdout).not.toContain(ESC);
     expect(result.stdout).not.toContain("PAGED"); // stdout is a pipe: never paged
     for (const line of result.stdout.split("\n")) expect([...line].length).toBeLessThanOrEqual(72);
+    // A path longer than the terminal is wrapped too (the title line names it).
+    const longPath = path.join(path.dirname(fixture.parquet), `${"a".repeat(90)}.parquet`);
+    copyFileSync(fixture.parquet, longPath);
+    const long = await runCli(["inspect", longPath], { env: { COLUMNS: "72" } });
+    expect(long.code).toBe(0);
+    for (const line of long.stdout.split("\n")) expect([...line].length).toBeLessThanOrEqual(72);
     const wide = await runCli(["inspect", fixture.parquet], { env: { COLUMNS: "140" } });
     for (const text of ["data source", "openai/gsm8k", "lookup_table", "calc_gsm8k_reward", "parse:unknown_tool×6"]) expect(wide.stdout).toContain(text);
     expect(Math.max(...wide.stdout.split("\n").map((line) => [...line].length))).toBeLessThanOrEqual(140);

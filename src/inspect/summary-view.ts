@@ -15,9 +15,9 @@ export function bar(count: number, total: number, width: number): string {
 export function renderSummary(s: InspectSummary, look: Look, title: string): string {
   const p = painter(look);
   const o = s.overall;
-  const out: string[] = [p.bold(title)];
-  // Tables are laid out to the width by fitTable; sentences wrap here.
+  // Tables are laid out to the width by fitTable; sentences, and the title (a file path can be long), wrap here.
   const say = (line: string) => out.push(wrapText(line, look.width));
+  const out: string[] = [p.bold(wrapText(title, look.width))];
   if (o.count === 0) {
     out.push("no trajectories");
     return out.join("\n");
