@@ -2,11 +2,12 @@
  * Trajectory files: what is written is read back exactly, in parquet and JSONL; an unfinished output (a killed run)
  * is readable and resumable without losing or duplicating a record.
  */
-import { describe, expect, it } from "vitest";
-import { appendFileSync, existsSync, mkdtempSync, readdirSync } from "node:fs";
+import { afterAll, describe, expect, it } from "vitest";
+import { appendFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { openTrajectoryWriter, readTrajectories } from "../src/data/trajectory-store.js";
+import { rewritePartWithout } from "../src/data/trajectory-compaction.js";
 import { makeTrajectory } from "./helpers/trajectories.js";
 import { pythonJson } from "./helpers/python.js";
 import type { Trajectory } from "../src/data/trajectory.js";
@@ -108,5 +109,132 @@ print(json.dumps({"rows": f.metadata.num_rows, "groups": f.metadata.num_row_grou
       response_mask: "list<element: int8 not null>",
       response_logprobs: "list<element: float not null>",
     });
+  });
+});
+
+/** Folders the resume-failed tests create, removed when they are done. */
+const created: string[] = [];
+const ownTmp = (): string => {
+  const dir = tmp();
+  created.push(dir);
+  return dir;
+};
+afterAll(() => {
+  for (const dir of created) rmSync(dir, { recursive: true, force: true });
+});
+
+/** Record i, failed the way a server error after every retry ends it. */
+const failed = (i: number) => makeTrajectory(i, { status: "failed", finish_reason: "error", error: "HTTP 503" });
+const idOf = (i: number) => makeTrajectory(i).id;
+const sortedIds = (records: Trajectory[]) => records.map((t) => t.id).sort();
+const range = (n: number) => Array.from({ length: n }, (_, i) => i);
+
+describe.each(["parquet", "jsonl"])("resume and failed trajectories (%s)", (ext) => {
+  // rowGroupSize 4 puts failed 1 in a parquet part and failed 4 in the pending journal; "closed" resumes a finished
+  // file (parquet: it becomes part 0), "killed" an unclosed one.
+  const FAILED = [1, 4];
+  async function firstRun(file: string, close: boolean): Promise<void> {
+    const writer = await openTrajectoryWriter(file, { rowGroupSize: 4 });
+    for (const i of range(6)) await writer.write(FAILED.includes(i) ? failed(i) : makeTrajectory(i));
+    if (close) await writer.close();
+  }
+
+  it.each([["killed"], ["closed"]])("resume (%s run) removes failed ones so they are redone, one record per id", async (state) => {
+    const file = path.join(ownTmp(), `t.${ext}`);
+    await firstRun(file, state === "closed");
+    const resumed = await openTrajectoryWriter(file, { resume: true, rowGroupSize: 4 });
+    expect(resumed.removedFailed).toBe(2);
+    expect(resumed.keptFailed).toBe(0);
+    expect([...resumed.existingIds].sort()).toEqual([0, 2, 3, 5].map(idOf).sort());
+    // Already on open, before anything is redone, the failed records are gone from disk.
+    expect(sortedIds(await readAll(file))).toEqual([0, 2, 3, 5].map(idOf).sort());
+    for (const i of FAILED) await resumed.write(makeTrajectory(i));
+    await resumed.close();
+    const all = await readAll(file);
+    expect(sortedIds(all)).toEqual(range(6).map(idOf).sort());
+    expect(all.map((t) => t.status)).toEqual(range(6).map(() => "completed"));
+    expect(readdirSync(path.dirname(file))).toEqual([`t.${ext}`]);
+  });
+
+  it("keepFailed keeps failed ones on disk and among the ids to skip", async () => {
+    const file = path.join(ownTmp(), `t.${ext}`);
+    await firstRun(file, false);
+    const resumed = await openTrajectoryWriter(file, { resume: true, keepFailed: true, rowGroupSize: 4 });
+    expect(resumed.keptFailed).toBe(2);
+    expect(resumed.removedFailed).toBe(0);
+    expect([...resumed.existingIds].sort()).toEqual(range(6).map(idOf).sort());
+    await resumed.write(makeTrajectory(6));
+    await resumed.close();
+    const all = await readAll(file);
+    expect(sortedIds(all)).toEqual(range(7).map(idOf).sort());
+    expect(all.filter((t) => t.status === "failed").map((t) => t.id).sort()).toEqual(FAILED.map(idOf).sort());
+  });
+
+  it("a resume without failed records keeps every record as it was", async () => {
+    const file = path.join(ownTmp(), `t.${ext}`);
+    const records = range(3).map((i) => makeTrajectory(i));
+    const writer = await openTrajectoryWriter(file, { rowGroupSize: 4 });
+    for (const t of records) await writer.write(t);
+    await writer.close();
+    const resumed = await openTrajectoryWriter(file, { resume: true, rowGroupSize: 4 });
+    expect(resumed.removedFailed).toBe(0);
+    expect(resumed.existingIds.size).toBe(3);
+    await resumed.close();
+    expect(await readAll(file)).toEqual(records);
+  });
+});
+
+describe("resume killed while it removes failed trajectories", () => {
+  it("parquet: some parts rewritten, others and the journal not: readers see each kept record once, the next resume ends right", async () => {
+    const file = path.join(ownTmp(), "t.parquet");
+    const partsDir = `${file}.parts`;
+    // rowGroupSize 2: parts 1-3 hold records 0-5, the journal 6. Failed: 1 (part 1), 3 (part 2), 6 (journal).
+    const writer = await openTrajectoryWriter(file, { rowGroupSize: 2 });
+    for (const i of range(7)) await writer.write([1, 3, 6].includes(i) ? failed(i) : makeTrajectory(i));
+    expect(readdirSync(partsDir).sort()).toEqual(["part-000001.parquet", "part-000002.parquet", "part-000003.parquet", "pending.jsonl"]);
+    // The state a kill leaves mid-compaction: part 1 rewritten, part 2 not yet, the journal not yet, and the
+    // temporary of a rewrite cut before its rename.
+    await rewritePartWithout(path.join(partsDir, "part-000001.parquet"), (row) => row.status === "failed", 2);
+    const staleTemp = path.join(partsDir, ".part-000002.parquet.tmp-4242-0badf00d");
+    writeFileSync(staleTemp, "half a parquet file");
+
+    const seen = await readAll(file);
+    expect(new Set(seen.map((t) => t.id)).size).toBe(seen.length);
+    expect(sortedIds(seen.filter((t) => t.status !== "failed"))).toEqual([0, 2, 4, 5].map(idOf).sort());
+    expect(sortedIds(seen.filter((t) => t.status === "failed"))).toEqual([3, 6].map(idOf).sort());
+
+    const resumed = await openTrajectoryWriter(file, { resume: true, rowGroupSize: 2 });
+    // Failed 1 left the disk with the first attempt: it is redone without being counted again.
+    expect(resumed.removedFailed).toBe(2);
+    expect([...resumed.existingIds].sort()).toEqual([0, 2, 4, 5].map(idOf).sort());
+    expect(existsSync(staleTemp)).toBe(false);
+    for (const i of [1, 3, 6]) await resumed.write(makeTrajectory(i));
+    await resumed.close();
+    const all = await readAll(file);
+    expect(sortedIds(all)).toEqual(range(7).map(idOf).sort());
+    expect(all.every((t) => t.status === "completed")).toBe(true);
+    expect(existsSync(partsDir)).toBe(false);
+  });
+
+  it("jsonl: killed before the rename, the old file is read whole and the next resume ends right", async () => {
+    const dir = ownTmp();
+    const file = path.join(dir, "t.jsonl");
+    const writer = await openTrajectoryWriter(file);
+    for (const i of range(4)) await writer.write(i === 2 ? failed(i) : makeTrajectory(i));
+    await writer.close();
+    // The rewrite's temporary, cut short: the file itself is untouched.
+    const staleTemp = path.join(dir, ".t.jsonl.tmp-4242-0badf00d");
+    writeFileSync(staleTemp, `${JSON.stringify(makeTrajectory(0))}\n{"format_ver`);
+    expect(sortedIds(await readAll(file))).toEqual(range(4).map(idOf).sort());
+
+    const resumed = await openTrajectoryWriter(file, { resume: true });
+    expect(resumed.removedFailed).toBe(1);
+    expect(existsSync(staleTemp)).toBe(false);
+    await resumed.write(makeTrajectory(2));
+    await resumed.close();
+    const all = await readAll(file);
+    expect(sortedIds(all)).toEqual(range(4).map(idOf).sort());
+    expect(all.every((t) => t.status === "completed")).toBe(true);
+    expect(readdirSync(dir)).toEqual(["t.jsonl"]);
   });
 });

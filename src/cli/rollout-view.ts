@@ -101,7 +101,24 @@ function printDryRun(config: RolloutConfig, implied: Implications, json: boolean
 
 const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
 
-export function printRolloutSummary(summary: RolloutSummary, extra: { wallMs: number; out: string; skippedPrompts: number; overSampleAborted: number; overSampleNotStarted: number }): void {
+export interface SummaryExtras {
+  wallMs: number;
+  out: string;
+  /** With --resume: trajectories kept from the file (failed ones among them with --keep-failed), failed ones redone. */
+  resumed?: { kept: number; failedKept: number; failedRedone: number };
+  skippedPrompts: number;
+  overSampleAborted: number;
+  overSampleNotStarted: number;
+}
+
+function resumedLine(resumed: NonNullable<SummaryExtras["resumed"]>): string {
+  const failed = resumed.failedKept
+    ? `, ${resumed.failedKept} of them failed and kept (--keep-failed)`
+    : `; ${resumed.failedRedone} failed trajectories redone`;
+  return `resumed: ${resumed.kept} trajectories kept from the file${failed}`;
+}
+
+export function printRolloutSummary(summary: RolloutSummary, extra: SummaryExtras): void {
   const main = makeTable(["trajectories", "reward mean ± std", "accuracy", "tool calls / traj", "tool-call rate", "parse errors", "tool errors", "drift", "empty mask"]);
   main.push([
     summary.count,
@@ -132,6 +149,7 @@ export function printRolloutSummary(summary: RolloutSummary, extra: { wallMs: nu
         ? `\nover-sampling: ${extra.overSampleAborted} trajectories aborted (finish_reason over_sample)` +
           (extra.overSampleNotStarted ? `, ${extra.overSampleNotStarted} samples not started (not in the file; --resume runs them)` : "")
         : "") +
+      (extra.resumed ? `\n${resumedLine(extra.resumed)}` : "") +
       `\ntrajectories: ${extra.out}\n`,
   );
 }
@@ -146,9 +164,15 @@ export async function runRolloutCommand(flags: RolloutFlags): Promise<void> {
   const modelPath = requireSet(config.actor_rollout_ref.model.path, "model folder", "--model DIR (or actor_rollout_ref.model.path)");
   let rollout = config.actor_rollout_ref.rollout;
   if (flags.engine === "embedded" && rollout.server.urls.length) throw new UsageError("--engine embedded and --server exclude each other");
+  if (flags.keepFailed && !flags.resume) throw new UsageError("--keep-failed needs --resume", { hint: "add --resume to continue the --out file" });
   // Inputs before outputs: a missing, empty or wrong-schema dataset, or an output that would be refused, fails here,
   // before any server starts and before the output file exists (an empty leftover would block the corrected re-run).
-  const writerOptions = { resume: Boolean(flags.resume), force: Boolean(flags.force), rowGroupSize: config.output.row_group_size };
+  const writerOptions = {
+    resume: Boolean(flags.resume),
+    keepFailed: Boolean(flags.keepFailed),
+    force: Boolean(flags.force),
+    rowGroupSize: config.output.row_group_size,
+  };
   await checkTrajectoryOutput(config.output.path, writerOptions);
   const prompts = await countPrompts(dataPath, config.data.limit);
   const apiKey = flags.apiKey ?? (await readApiKey(rollout.server.api_key_env));
@@ -174,6 +198,7 @@ export async function runRolloutCommand(flags: RolloutFlags): Promise<void> {
   const cleanups: Array<() => Promise<unknown>> = [];
   let started = performance.now();
   let already = 0;
+  let resumedFailed = { redone: 0, kept: 0 };
   let client: SglangClient | undefined;
   let result;
   try {
@@ -205,7 +230,12 @@ export async function runRolloutCommand(flags: RolloutFlags): Promise<void> {
     started = performance.now();
     let inFlight = 0;
     already = writer.existingIds.size;
-    spinner.start(`starting ${total - already} trajectories (${already} already done)`);
+    resumedFailed = { redone: writer.removedFailed, kept: writer.keptFailed };
+    spinner.start(
+      `starting ${total - already} trajectories (${already} already done` +
+        (resumedFailed.redone ? `, ${resumedFailed.redone} failed ones redone` : "") +
+        ")",
+    );
     result = await runRollout({
       prompts: readPrompts(dataPath, config.data.limit),
       n: rollout.n,
@@ -249,12 +279,13 @@ export async function runRolloutCommand(flags: RolloutFlags): Promise<void> {
   const engineStats = client!.stats();
   if (flags.json) {
     process.stdout.write(
-      `${JSON.stringify({ summary, out: config.output.path, wall_ms: wallMs, resumed: already, skipped_prompts: result.skippedPrompts, cancelled: result.cancelled, cancelled_in_flight: result.cancelledInFlight, over_sample_aborted: result.overSampleAborted, over_sample_not_started: result.overSampleNotStarted, engine: engineStats }, null, 2)}\n`,
+      `${JSON.stringify({ summary, out: config.output.path, wall_ms: wallMs, resumed: already, redone_failed: resumedFailed.redone, kept_failed: resumedFailed.kept, skipped_prompts: result.skippedPrompts, cancelled: result.cancelled, cancelled_in_flight: result.cancelledInFlight, over_sample_aborted: result.overSampleAborted, over_sample_not_started: result.overSampleNotStarted, engine: engineStats }, null, 2)}\n`,
     );
   } else {
     printRolloutSummary(summary, {
       wallMs,
       out: config.output.path,
+      resumed: flags.resume ? { kept: already, failedKept: resumedFailed.kept, failedRedone: resumedFailed.redone } : undefined,
       skippedPrompts: result.skippedPrompts,
       overSampleAborted: result.overSampleAborted,
       overSampleNotStarted: result.overSampleNotStarted,

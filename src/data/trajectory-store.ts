@@ -8,6 +8,9 @@
  *   `--resume` picks it up, and every reader here reads it too.
  * Readers de-duplicate on `id`, so the one crash window (a part written, its pending lines not yet cleared) never
  * yields a trajectory twice.
+ *
+ * `resume` removes the failed trajectories it finds (each file rewritten atomically, trajectory-compaction.ts) and
+ * leaves their ids out of `existingIds`, so the caller runs them again; `keepFailed` keeps them like the rest.
  */
 import {
   closeSync,
@@ -25,6 +28,7 @@ import path from "node:path";
 import * as parquet from "parquet-wasm";
 import { InputError, RefusedError } from "../errors.js";
 import { pathExists, temporarySibling } from "./atomic.js";
+import { rewriteJsonlWithout, rewritePartWithout, type DropRecord } from "./trajectory-compaction.js";
 import { readJsonLines } from "./jsonl.js";
 import { openParquetFile, streamParquetRows, writeParquetRows, writeParquetStream } from "./parquet.js";
 import { trajectoryArrowSchema, trajectorySchema, type Trajectory } from "./trajectory.js";
@@ -39,8 +43,14 @@ export function trajectoryFormatOf(file: string): TrajectoryFormat {
 }
 
 export interface OpenOptions {
-  /** Keep what an earlier run wrote and report its ids, so the caller skips them. */
+  /**
+   * Keep what an earlier run wrote and report its ids, so the caller skips them. Failed trajectories (a server
+   * error after every retry, a reward function that threw) are removed instead, so the caller redoes them, unless
+   * `keepFailed`.
+   */
   resume?: boolean;
+  /** With `resume`: keep failed trajectories on disk and in `existingIds`, so they are not redone. */
+  keepFailed?: boolean;
   /** Replace an existing output. */
   force?: boolean;
   /** Trajectories per parquet part (row group). */
@@ -49,8 +59,12 @@ export interface OpenOptions {
 
 export interface TrajectoryWriter {
   readonly file: string;
-  /** Ids already on disk when the writer was opened with `resume`. */
+  /** Ids already on disk when the writer was opened with `resume` (failed ones only with `keepFailed`). */
   readonly existingIds: ReadonlySet<string>;
+  /** Failed trajectories `resume` removed from disk: not in `existingIds`, so the caller runs them again. */
+  readonly removedFailed: number;
+  /** Failed trajectories `resume` kept (`keepFailed`): in `existingIds`. */
+  readonly keptFailed: number;
   /** Trajectories written by this writer. */
   readonly written: number;
   write(trajectory: Trajectory): Promise<void>;
@@ -127,22 +141,61 @@ function dropTornLastLine(fd: number): void {
   ftruncateSync(fd, lastNewline < 0 ? size - tail.length : size - tail.length + lastNewline + 1);
 }
 
+const isFailed: DropRecord = (record) => record.status === "failed";
+
+/**
+ * What a resume finds on disk, record by record in reading order: the ids the caller skips, and the failed
+ * trajectories that leave the disk to be redone (unless `keepFailed`). An id also recorded as something other than
+ * failed keeps that record and is not redone (no writer produces that, but a redo must never duplicate an id).
+ */
+class ResumeScan {
+  readonly ids = new Set<string>();
+  private readonly failedIds = new Set<string>();
+  constructor(private readonly keepFailed: boolean) {}
+
+  /** Notes `t`; false when it is a failed trajectory to remove from disk. */
+  keeps(t: Trajectory): boolean {
+    if (t.status === "failed") this.failedIds.add(t.id);
+    if (t.status === "failed" && !this.keepFailed) return false;
+    this.ids.add(t.id);
+    return true;
+  }
+
+  get removedFailed(): number {
+    if (this.keepFailed) return 0;
+    let count = 0;
+    for (const id of this.failedIds) if (!this.ids.has(id)) count += 1;
+    return count;
+  }
+
+  get keptFailed(): number {
+    return this.keepFailed ? this.failedIds.size : 0;
+  }
+}
+
 async function openJsonl(file: string, options: OpenOptions): Promise<TrajectoryWriter> {
-  const existingIds = new Set<string>();
+  const scan = new ResumeScan(Boolean(options.keepFailed));
   await checkTrajectoryOutput(file, options);
   if (await pathExists(file)) {
     if (options.force && !options.resume) await fs.rm(file);
     else if (options.resume) {
+      await removeStaleTemps(path.dirname(file), (name) => name === path.basename(file));
       const appender = new LineAppender(file); // drops a torn last line before we read
       appender.close();
-      for await (const t of readJsonlTrajectories(file)) existingIds.add(t.id);
+      let drops = false;
+      for await (const t of readJsonlTrajectories(file)) if (!scan.keeps(t)) drops = true;
+      // Atomic, and done before the first append: a kill leaves the old file (the next resume drops them again)
+      // or the new one, never a redone trajectory behind its failed copy.
+      if (drops) await rewriteJsonlWithout(file, isFailed);
     }
   }
   const appender = new LineAppender(file);
   let written = 0;
   return {
     file,
-    existingIds,
+    existingIds: scan.ids,
+    removedFailed: scan.removedFailed,
+    keptFailed: scan.keptFailed,
     get written() {
       return written;
     },
@@ -174,25 +227,37 @@ async function openParquet(file: string, options: OpenOptions): Promise<Trajecto
     // close() renames the merged file into place only once every part is in it, and removes the parts after: both
     // present means a run died in between, and the parts are stale copies of what the file holds.
     if (fileExists && partsExist) await fs.rm(partsDir, { recursive: true, force: true });
-    await removeStaleMergeTemps(file);
+    await removeStaleTemps(path.dirname(file), (name) => name === path.basename(file));
+    // The folder is this writer's alone: any temporary in it is a part or journal rewrite a kill cut short.
+    await removeStaleTemps(partsDir, () => true);
   }
   await fs.mkdir(partsDir, { recursive: true });
   // A finished file being resumed becomes the first part, so new trajectories join it on close.
   if (options.resume && fileExists) await fs.rename(file, path.join(partsDir, "part-000000.parquet"));
 
-  const existingIds = new Set<string>();
+  const scan = new ResumeScan(Boolean(options.keepFailed));
+  const partsWithDrops: string[] = [];
+  for (const part of await listParts(partsDir)) {
+    let drops = false;
+    for await (const t of readPart(path.join(partsDir, part))) if (!scan.keeps(t)) drops = true;
+    if (drops) partsWithDrops.push(part);
+  }
   const pending: Trajectory[] = [];
-  for await (const t of readParts(partsDir, { includePending: false })) existingIds.add(t.id);
+  let pendingDrops = false;
   const pendingFile = path.join(partsDir, "pending.jsonl");
   if (await pathExists(pendingFile)) {
     new LineAppender(pendingFile).close();
     for await (const t of readJsonlTrajectories(pendingFile)) {
-      if (existingIds.has(t.id)) continue;
-      existingIds.add(t.id);
-      pending.push(t);
+      if (scan.ids.has(t.id)) continue;
+      if (scan.keeps(t)) pending.push(t);
+      else pendingDrops = true;
     }
   }
+  // Each part and the journal are rewritten on their own, atomically, before anything is appended
+  // (trajectory-compaction.ts says why this survives a kill at any point).
+  for (const part of partsWithDrops) await rewritePartWithout(path.join(partsDir, part), isFailed, rowGroupSize);
   const appender = new LineAppender(pendingFile);
+  if (pendingDrops) appender.replaceWith(pending.map((t) => JSON.stringify(t)));
   let nextPart = (await listParts(partsDir)).length === 0 ? 1 : partNumber((await listParts(partsDir)).at(-1)!) + 1;
   let written = 0;
   let chain: Promise<void> = Promise.resolve();
@@ -211,7 +276,9 @@ async function openParquet(file: string, options: OpenOptions): Promise<Trajecto
 
   return {
     file,
-    existingIds,
+    existingIds: scan.ids,
+    removedFailed: scan.removedFailed,
+    keptFailed: scan.keptFailed,
     get written() {
       return written;
     },
@@ -232,12 +299,13 @@ async function openParquet(file: string, options: OpenOptions): Promise<Trajecto
   };
 }
 
-/** A run killed while merging leaves its temporary file (atomic.ts's `.<name>.tmp-<pid>-<hex>`) beside the output;
- * nothing else writes such names, so a resumed run clears them before it merges again. */
-async function removeStaleMergeTemps(file: string): Promise<void> {
-  const dir = path.dirname(file);
-  const prefix = `.${path.basename(file)}.tmp-`;
-  for (const name of await fs.readdir(dir)) if (name.startsWith(prefix)) await fs.rm(path.join(dir, name), { force: true });
+/** A run killed while writing a file atomically leaves its temporary (atomic.ts's `.<name>.tmp-<pid>-<hex>`) in
+ * the folder; nothing else writes such names, so a resumed run clears those for `isOurs` targets before it writes. */
+async function removeStaleTemps(dir: string, isOurs: (target: string) => boolean): Promise<void> {
+  for (const name of await fs.readdir(dir).catch(() => [] as string[])) {
+    const target = /^\.(.+)\.tmp-\d+-[0-9a-f]+$/.exec(name)?.[1];
+    if (target !== undefined && isOurs(target)) await fs.rm(path.join(dir, name), { force: true });
+  }
 }
 
 async function listParts(partsDir: string): Promise<string[]> {
@@ -269,19 +337,21 @@ async function* readJsonlTrajectories(file: string): AsyncGenerator<Trajectory> 
   }
 }
 
-async function* readParts(partsDir: string, options: { includePending: boolean }): AsyncGenerator<Trajectory> {
+async function* readPart(file: string): AsyncGenerator<Trajectory> {
+  for await (const { index, row } of streamParquetRows(file)) yield parseTrajectory(row, `${file}: row ${index}`);
+}
+
+async function* readParts(partsDir: string): AsyncGenerator<Trajectory> {
   const seen = new Set<string>();
   for (const part of await listParts(partsDir)) {
-    const file = path.join(partsDir, part);
-    for await (const { index, row } of streamParquetRows(file)) {
-      const t = parseTrajectory(row, `${file}: row ${index}`);
+    for await (const t of readPart(path.join(partsDir, part))) {
       if (seen.has(t.id)) continue;
       seen.add(t.id);
       yield t;
     }
   }
   const pendingFile = path.join(partsDir, "pending.jsonl");
-  if (options.includePending && (await pathExists(pendingFile))) {
+  if (await pathExists(pendingFile)) {
     for await (const t of readJsonlTrajectories(pendingFile)) {
       if (seen.has(t.id)) continue;
       seen.add(t.id);
@@ -305,9 +375,9 @@ export async function* readTrajectories(file: string): AsyncGenerator<Trajectory
   const finalFile = file.endsWith(".parts") ? file.slice(0, -".parts".length) : file;
   // The final file beside a parts folder holds every part (a run died while removing the folder): read the file.
   if ((await pathExists(partsDir)) && !(await pathExists(finalFile))) {
-    yield* readParts(partsDir, { includePending: true });
+    yield* readParts(partsDir);
     return;
   }
   if (!(await pathExists(finalFile))) throw new InputError(`${file}: no such file`);
-  for await (const { index, row } of streamParquetRows(finalFile)) yield parseTrajectory(row, `${finalFile}: row ${index}`);
+  yield* readPart(finalFile);
 }

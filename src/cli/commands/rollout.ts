@@ -24,6 +24,7 @@ export interface RolloutFlags {
   apiKey?: string;
   engine?: "embedded" | "sglang";
   resume?: boolean;
+  keepFailed?: boolean;
   force?: boolean;
   dryRun?: boolean;
   json?: boolean;
@@ -60,7 +61,8 @@ export function registerRollout(program: Command): void {
     )
     .option("--set <key=value>", "override any config key, e.g. --set actor_rollout_ref.rollout.multi_turn.max_user_turns=3", collect)
     .option("--api-key <key>", "API key of the servers (prefer the SGLANG_API_KEY environment variable: flags show in ps)")
-    .option("--resume", "continue an interrupted --out file: finished trajectories are kept and not redone")
+    .option("--resume", "continue an --out file: finished trajectories are kept, failed ones (a server error after every retry, a reward that threw) are redone")
+    .option("--keep-failed", "with --resume: keep failed trajectories as they are, do not redo them")
     .option("--force", "replace an existing --out file")
     .option("--dry-run", "print the effective config and what it implies, then exit")
     .option("--json", "print the closing summary as JSON on stdout")
@@ -72,7 +74,8 @@ Examples:
   $ agentrl rollout --data data/gsm8k/test.parquet --model ./Qwen2.5-3B-Instruct \\
       --server http://127.0.0.1:30000 --tools tool-configs/gsm8k_tool_config.yaml --n 4 --out out/rollout.parquet
   $ agentrl rollout --config rollout.yaml --set actor_rollout_ref.rollout.n=8 --dry-run
-  $ agentrl rollout --config rollout.yaml --resume        # after a crash or Ctrl-C: no duplicates, nothing lost
+  $ agentrl rollout --config rollout.yaml --resume        # after a crash, Ctrl-C or failures: no duplicates, nothing lost
+  $ agentrl rollout --config rollout.yaml --resume --keep-failed   # the same, leaving failed trajectories as they are
   $ agentrl rollout --config rollout.yaml --over-sample-rate 0.1   # stop waiting once 90% have finished
 
 Every trajectory ends completed, truncated (a length budget), aborted (deadline, over-sampling) or failed (with the
