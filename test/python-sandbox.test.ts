@@ -5,7 +5,8 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildBwrapArgv, loadToolRegistry, pythonToolConfigSchema, PythonCodeTool } from "../src/tools/index.js";
-import { VENV_PYTHON } from "./helpers/cli.js";
+import { spawn } from "node:child_process";
+import { REPO_ROOT, VENV_PYTHON } from "./helpers/cli.js";
 import { countingServer } from "./helpers/net.js";
 
 const schema = { type: "function", function: { name: "code_interpreter", description: "run python" } };
@@ -153,6 +154,36 @@ describe("python sandbox (bwrap)", () => {
     await sleep(2500);
     expect(existsSync(marker)).toBe(false);
     expect(hostPidsWith("agentrl-py-")).toEqual([]);
+  });
+
+  it("killed host: SIGKILL of the process running a call ends every sandboxed process", async () => {
+    // A private TMPDIR names the call's scratch folder, and with it the sandboxed processes' command lines.
+    const hostTmp = mkdtempSync(path.join(os.tmpdir(), "agentrl-sandbox-host-"));
+    const script = [
+      `import { pythonToolConfigSchema, runPythonCode } from ${JSON.stringify(path.join(REPO_ROOT, "dist/tools/index.js"))};`,
+      `const config = pythonToolConfigSchema.parse({ python: ${JSON.stringify(VENV_PYTHON)}, timeout_s: 60 });`,
+      "await runPythonCode('import os, time\\nif os.fork() == 0:\\n    os.setsid()\\n    time.sleep(60)\\ntime.sleep(60)\\n', config);",
+    ].join("\n");
+    const host = spawn(process.execPath, ["--input-type=module", "-e", script], { env: { ...process.env, TMPDIR: hostTmp }, stdio: ["ignore", "ignore", "inherit"] });
+    try {
+      let running: number[] = [];
+      for (let waited = 0; running.length < 2 && waited < 10_000; waited += 50) {
+        await sleep(50);
+        running = hostPidsWith(hostTmp);
+      }
+      // bwrap and the interpreters it started, all naming the scratch folder.
+      expect(running.length).toBeGreaterThanOrEqual(2);
+      host.kill("SIGKILL");
+      let left = running;
+      for (let waited = 0; left.length > 0 && waited < 5_000; waited += 100) {
+        await sleep(100);
+        left = hostPidsWith(hostTmp);
+      }
+      expect(left).toEqual([]);
+    } finally {
+      host.kill("SIGKILL");
+      rmSync(hostTmp, { recursive: true, force: true });
+    }
   });
 
   it("time bomb: a sleeping grandchild holding the pipes does not delay the timeout", async () => {

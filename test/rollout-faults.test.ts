@@ -32,9 +32,16 @@ describe("rollout against a server failing 20% of requests", () => {
   afterAll(async () => fake?.close());
 
   it("ends every trajectory completed or failed with a reason, with bounded retries and no duplicates", async () => {
+    // Besides the random faults, every request for the first prompt seen fails: its 2 samples must end failed.
+    let doomedPrompt: string | undefined;
     fake = await startFakeSglang({
       respond: (ids, params, ctx) => respond(ids, params, ctx),
       faults: {
+        decide: ({ body }) => {
+          const ids = JSON.stringify((body as { input_ids?: unknown }).input_ids);
+          doomedPrompt ??= ids;
+          return ids === doomedPrompt ? { type: "status", status: 503 } : null;
+        },
         random: { seed: 7, rate: 0.2, faults: [{ type: "status", status: 503 }, { type: "reset" }, { type: "hang" }] },
       },
     });
@@ -53,21 +60,21 @@ describe("rollout against a server failing 20% of requests", () => {
     const all = await readAll(out);
     expect(all).toHaveLength(60);
     expect(new Set(all.map((t) => t.id)).size).toBe(60);
-    for (const t of all) {
-      expect(["completed", "failed"]).toContain(t.status);
-      if (t.status === "failed") {
-        expect(t.finish_reason).toBe("error");
-        expect(t.error).toBeTruthy();
-      }
+    expect(all.filter((t) => t.status !== "completed" && t.status !== "failed")).toEqual([]);
+    const failed = all.filter((t) => t.status === "failed");
+    expect(failed.length).toBeGreaterThanOrEqual(2);
+    for (const t of failed) {
+      expect(t.finish_reason).toBe("error");
+      expect(t.error).toBeTruthy();
+      expect(t.retries).toBe(1);
     }
-    const failed = all.filter((t) => t.status === "failed").length;
-    expect(report.summary.byStatus.completed ?? 0).toBe(60 - failed);
+    expect(report.summary.byStatus.completed ?? 0).toBe(60 - failed.length);
     // With 2 tries per request and 20% faults, some requests were retried and recovered...
     expect(report.engine.retries).toBeGreaterThan(0);
     expect(all.some((t) => t.retries > 0 && t.status === "completed")).toBe(true);
-    // ...and the exit code says whether any trajectory failed.
-    expect(result.code).toBe(failed > 0 ? 1 : 0);
-    if (failed > 0) expect(result.stderr).toContain(`${failed} of 60 trajectories failed`);
+    // ...and the exit code says that some trajectories failed, and how many.
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(`${failed.length} of 60 trajectories failed`);
   });
 });
 

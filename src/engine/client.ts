@@ -8,6 +8,7 @@ import { Agent, type Dispatcher } from "undici";
 import { UsageError } from "../errors.js";
 import { EngineConnectionError, EngineServerError } from "./errors.js";
 import { sendAttempt, type AttemptOutcome } from "./http.js";
+import { AdaptiveLimit, type LoadSignal } from "./adaptive-limit.js";
 import { ServerPool } from "./pool.js";
 import { backoffDelayMs, retryAfterMs, sleep } from "./retry.js";
 import { callJson, callRaw, callText, type CallContext } from "./simple-call.js";
@@ -57,6 +58,11 @@ export interface SglangClientOptions {
   retryMaxDelayMs?: number;
   /** Retry an attempt that timed out before any response byte (its rid is aborted on the server). @default true */
   retryOnTimeout?: boolean;
+  /**
+   * Keep fewer than `concurrency` attempts in flight while the server shows overload (timeouts while slow, 429, 503),
+   * so a slow server does not turn timeouts into a retry storm (adaptive-limit.ts). @default true
+   */
+  adaptiveConcurrency?: boolean;
   /** How long a server that failed to connect or reset is avoided. @default 5_000 @unit milliseconds */
   unhealthyCooldownMs?: number;
   /** Injected dispatcher (tests, custom pools); the client then does not own or close it. */
@@ -74,6 +80,7 @@ const DEFAULTS = {
   retryBaseDelayMs: 500,
   retryMaxDelayMs: 8_000,
   retryOnTimeout: true,
+  adaptiveConcurrency: true,
   unhealthyCooldownMs: 5_000,
 } as const;
 
@@ -119,6 +126,15 @@ function serverUrl(url: string): string {
   return trimSlash(url);
 }
 
+/** What an attempt's verdict says about the server's load, for the adaptive limit. */
+function loadSignalOf(verdict: Verdict): LoadSignal {
+  if (verdict.action === "done") return "ok";
+  if (verdict.action !== "retry") return "neutral";
+  if (verdict.kind === "timeout") return "timeout";
+  const status = verdict.error instanceof EngineServerError ? verdict.error.status : undefined;
+  return verdict.kind === "http_429" || status === 503 ? "overloaded" : "neutral";
+}
+
 /** What the retry loop does after one attempt. */
 type Verdict =
   | { action: "done"; result: GenerateResult }
@@ -130,6 +146,7 @@ export class SglangClient {
   private readonly options: Required<Omit<SglangClientOptions, "apiKey" | "dispatcher" | "workers">>;
   private readonly workers: string[];
   private readonly pool: ServerPool;
+  private readonly limit: AdaptiveLimit;
   private readonly dispatcher: Dispatcher;
   private readonly ownsDispatcher: boolean;
   // A private class field, so neither console.log(client) nor JSON.stringify(client) shows the key.
@@ -155,11 +172,17 @@ export class SglangClient {
       retryBaseDelayMs: options.retryBaseDelayMs ?? DEFAULTS.retryBaseDelayMs,
       retryMaxDelayMs: options.retryMaxDelayMs ?? DEFAULTS.retryMaxDelayMs,
       retryOnTimeout: options.retryOnTimeout ?? DEFAULTS.retryOnTimeout,
+      adaptiveConcurrency: options.adaptiveConcurrency ?? DEFAULTS.adaptiveConcurrency,
       unhealthyCooldownMs: options.unhealthyCooldownMs ?? DEFAULTS.unhealthyCooldownMs,
       random: options.random ?? Math.random,
       servers: options.servers.map(serverUrl),
     };
     this.workers = (options.workers ?? options.servers).map(serverUrl);
+    this.limit = new AdaptiveLimit({
+      max: Math.max(1, this.options.concurrency),
+      requestTimeoutMs: this.options.requestTimeoutMs,
+      enabled: this.options.adaptiveConcurrency,
+    });
     this.#apiKey = options.apiKey;
     this.pool = new ServerPool(this.options.servers, {
       unhealthyCooldownMs: this.options.unhealthyCooldownMs,
@@ -203,6 +226,8 @@ export class SglangClient {
     for (let attempt = 0; attempt <= this.options.maxRetries; attempt++) {
       // A retry gets a fresh rid: the old one may still be live on the server, and SGLang aborts by rid prefix.
       const rid = attempt === 0 && req.rid !== undefined ? req.rid : newRid();
+      const slot = await this.limit.acquire(req.signal);
+      if (slot === null) return this.cancelled(lastServer ?? this.pool.pick(req.stickyKey), null, attempt);
       const server = this.pool.pick(req.stickyKey, lastServer);
       lastServer = server;
       this.counters.requests++;
@@ -222,6 +247,7 @@ export class SglangClient {
         this.pool.release(server);
       }
       const verdict = this.judge(outcome, server, rid, attempt + 1);
+      slot.release(loadSignalOf(verdict));
       if (verdict.action === "done") {
         this.counters.successes++;
         return verdict.result;
@@ -385,6 +411,7 @@ export class SglangClient {
       failures: { ...this.counters.failures },
       attemptErrors: { ...this.counters.attemptErrors },
       inFlight: this.pool.inFlightByServer(),
+      concurrency: this.limit.stats(),
     };
   }
 

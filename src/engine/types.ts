@@ -112,4 +112,6 @@ export interface EngineStats {
   /** Attempt-level errors by kind, retried or not. */
   attemptErrors: Record<FailureKind, number>;
   inFlight: Record<string, number>;
+  /** The adaptive limit on attempts in flight: now, its lowest so far, how often it was cut, attempts waiting. */
+  concurrency: { limit: number; lowest: number; decreases: number; waiting: number };
 }

@@ -108,6 +108,7 @@ export function makeClient(rollout: RolloutSection, apiKey: string | undefined):
     requestTimeoutMs: server.timeout * 1000,
     maxRetries: server.max_attempts - 1,
     retryBaseDelayMs: server.retry_delay * 1000,
+    adaptiveConcurrency: server.adaptive_concurrency,
   });
 }
 

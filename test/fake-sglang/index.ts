@@ -49,6 +49,12 @@ export interface FakeSglangOptions {
   weightVersion?: string;
   /** Delay before every /generate answer (abortable, like a real generation). @default 0 */
   latencyMs?: number;
+  /**
+   * Items generating at once, like SGLang's `max_running_requests`: the others wait in a FIFO queue, and their
+   * latency starts when they get a slot. An item aborted or disconnected while waiting leaves the queue. With a
+   * latency this makes a server whose response time grows with the load. @default unlimited
+   */
+  capacity?: number;
   /** Text for `text`; the default writes `<id>` per token. */
   decode?: (ids: number[]) => string;
   /** Decides /update_weights_from_disk; default: success. */
@@ -154,6 +160,8 @@ export async function startFakeSglang(options: FakeSglangOptions = {}): Promise<
   let idleWaiters: Waiter[] = [];
   const sockets = new Set<Socket>();
   const timers = new Set<NodeJS.Timeout>();
+  let running = 0;
+  const waitingForSlot: Array<() => void> = [];
 
   const freshStats = (): FakeSglangStats => ({
     requests: 0,
@@ -302,10 +310,32 @@ export async function startFakeSglang(options: FakeSglangOptions = {}): Promise<
     return new Promise((resolve, reject) => {
       let done = false;
       let timer: NodeJS.Timeout | undefined;
+      let holdsSlot = false;
+      const start = () => {
+        holdsSlot = true;
+        const delay = (options.latencyMs ?? 0) + (fault?.type === "latency" ? fault.ms : 0);
+        if (delay > 0) timer = later(delay, () => void generate());
+        else void generate();
+      };
+      const leaveSlot = () => {
+        if (!holdsSlot) {
+          const index = waitingForSlot.indexOf(start);
+          if (index >= 0) waitingForSlot.splice(index, 1);
+          return;
+        }
+        holdsSlot = false;
+        running--;
+        const next = waitingForSlot.shift();
+        if (next) {
+          running++;
+          next();
+        }
+      };
       const finish = (sampled: Sampled) => {
         if (done) return;
         done = true;
         if (timer) clearTimeout(timer);
+        leaveSlot();
         live.delete(item.rid);
         stats.samples++;
         if (sampled.finishReason.type === "abort") stats.aborted++;
@@ -336,14 +366,16 @@ export async function startFakeSglang(options: FakeSglangOptions = {}): Promise<
           } else finish(sampled);
         } catch (err) {
           done = true;
+          leaveSlot();
           live.delete(item.rid);
           notifyIdle();
           reject(err);
         }
       };
-      const delay = (options.latencyMs ?? 0) + (fault?.type === "latency" ? fault.ms : 0);
-      if (delay > 0) timer = later(delay, () => void generate());
-      else void generate();
+      if (options.capacity === undefined || running < options.capacity) {
+        running++;
+        start();
+      } else waitingForSlot.push(start);
     });
   }
 

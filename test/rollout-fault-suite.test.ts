@@ -1,0 +1,129 @@
+/**
+ * The fault suite of issue 15 (docs/fault-suite.md reports its figures):
+ * - 20% of /generate requests fail, with every transient fault there is (500, 503, reset, hang, body cut mid-way,
+ *   malformed JSON), under the default retry settings and a timeout suited to the server: no trajectory may end
+ *   failed, and none may be lost, duplicated or hung.
+ * - A slow server (a few generation slots, the rest queued) with a timeout shorter than the queue and a few hung
+ *   requests: adaptive concurrency keeps the timeouts near the number of hangs, where a fixed concurrency lets
+ *   them snowball.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { rmSync } from "node:fs";
+import path from "node:path";
+import { runCli } from "./helpers/cli.js";
+import { QWEN3_DIR } from "./helpers/qwen3.js";
+import {
+  GSM8K_TOOLS as TOOLS,
+  preprocessGsm8kTrain,
+  readAllTrajectories,
+  tempDir,
+  toolThenAnswer,
+} from "./helpers/rollout-run.js";
+import { startFakeSglang, type Fault, type FakeSglang, type RespondFn } from "./fake-sglang/index.js";
+import { loadChatModel } from "../src/chat/index.js";
+
+/** The faults' random seed; FAULT_SEED=… reruns the suite on another draw. */
+const SEED = Number(process.env.FAULT_SEED ?? 11);
+let respond: RespondFn;
+const dir = tempDir("fault-suite");
+const data = path.join(dir, "train.parquet");
+beforeAll(async () => {
+  respond = toolThenAnswer(await loadChatModel(QWEN3_DIR));
+  expect((await preprocessGsm8kTrain(dir, 64)).code).toBe(0);
+});
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const TRANSIENT: Fault[] = [
+  { type: "status", status: 500 },
+  { type: "status", status: 503 },
+  { type: "reset" },
+  { type: "hang" },
+  { type: "drip", intervalMs: 2, chunkBytes: 64, cutAfterBytes: 100 },
+  { type: "malformed-json" },
+];
+
+function rolloutArgs(out: string, extra: string[]): string[] {
+  return [
+    "rollout", "--data", data, "--model", QWEN3_DIR, "--tools", TOOLS, "--out", out, "--json", ...extra,
+  ];
+}
+
+describe("rollout under 20% transient faults, default retries", () => {
+  let fake: FakeSglang;
+  afterAll(async () => fake?.close());
+
+  it("ends all 128 trajectories completed, each once", async () => {
+    fake = await startFakeSglang({
+      respond: (ids, params, ctx) => respond(ids, params, ctx),
+      faults: { random: { seed: SEED, rate: 0.2, faults: TRANSIENT } },
+    });
+    const out = path.join(dir, "faults.jsonl");
+    const result = await runCli(
+      rolloutArgs(out, [
+        "--server", fake.url, "--limit", "64", "--n", "2", "--concurrency", "32",
+        // The fake answers at once, so 2 s is ample; the retry settings are the defaults.
+        "--set", "actor_rollout_ref.rollout.server.timeout=2",
+      ]),
+      { timeoutMs: 240_000 },
+    );
+    expect(result.code, result.stderr).toBe(0);
+    const report = JSON.parse(result.stdout);
+    const all = await readAllTrajectories(out);
+    expect(all).toHaveLength(128);
+    expect(new Set(all.map((t) => t.id)).size).toBe(128);
+    expect(all.filter((t) => t.status !== "completed").map((t) => `${t.id}: ${t.status} ${t.error ?? ""}`)).toEqual([]);
+    // Every kind of fault was injected, and the retries that beat them are on record.
+    for (const kind of ["status", "reset", "hang", "drip", "malformed-json"]) expect(fake.stats.faults[kind] ?? 0).toBeGreaterThan(0);
+    const injected = Object.values(fake.stats.faults).reduce((a, b) => a + b, 0);
+    expect(report.engine.retries).toBe(injected);
+    expect(all.reduce((sum, t) => sum + t.retries, 0)).toBe(injected);
+    if (process.env.FAULT_SUITE_REPORT) console.log(JSON.stringify({ faults: fake.stats.faults, engine: report.engine, wall_ms: report.wall_ms }));
+  }, 300_000);
+});
+
+describe("a slow server with a timeout shorter than its queue", () => {
+  /** 4 generation slots of 150 ms and 32 trajectories: a full queue waits 1.2 s, past the 1 s timeout; 3% hang. */
+  async function run(adaptive: boolean): Promise<{ timeouts: number; hangs: number; failed: number; count: number; report: any }> {
+    const fake = await startFakeSglang({
+      respond: (ids, params, ctx) => respond(ids, params, ctx),
+      latencyMs: 150,
+      capacity: 4,
+      faults: { random: { seed: SEED, rate: 0.03, faults: [{ type: "hang" }] } },
+    });
+    try {
+      const out = path.join(dir, `slow-${adaptive}.jsonl`);
+      const result = await runCli(
+        rolloutArgs(out, [
+          "--server", fake.url, "--limit", "48", "--n", "2", "--concurrency", "32",
+          "--set", "actor_rollout_ref.rollout.server.timeout=1",
+          "--set", `actor_rollout_ref.rollout.server.adaptive_concurrency=${adaptive}`,
+        ]),
+        { timeoutMs: 240_000 },
+      );
+      const report = JSON.parse(result.stdout);
+      const all = await readAllTrajectories(out);
+      return {
+        timeouts: report.engine.attemptErrors.timeout,
+        hangs: fake.stats.faults.hang ?? 0,
+        failed: all.filter((t) => t.status !== "completed").length,
+        count: all.length,
+        report,
+      };
+    } finally {
+      await fake.close();
+    }
+  }
+
+  it("keeps timeouts near the injected hangs with adaptive concurrency, and not without", async () => {
+    const adaptive = await run(true);
+    const fixed = await run(false);
+    if (process.env.FAULT_SUITE_REPORT) {
+      console.log(JSON.stringify({ adaptive: { ...adaptive, report: adaptive.report.engine }, fixed: { ...fixed, report: fixed.report.engine } }));
+    }
+    expect(adaptive.count).toBe(96);
+    expect(adaptive.failed).toBe(0);
+    expect(adaptive.hangs).toBeGreaterThan(0);
+    expect(adaptive.timeouts).toBeLessThanOrEqual(2 * adaptive.hangs + 16);
+    expect(fixed.timeouts).toBeGreaterThan(3 * adaptive.timeouts);
+  }, 480_000);
+});
