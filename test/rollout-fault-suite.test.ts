@@ -125,5 +125,24 @@ describe("a slow server with a timeout shorter than its queue", () => {
     expect(adaptive.hangs).toBeGreaterThan(0);
     expect(adaptive.timeouts).toBeLessThanOrEqual(2 * adaptive.hangs + 16);
     expect(fixed.timeouts).toBeGreaterThan(3 * adaptive.timeouts);
+    expect(adaptive.report.engine.concurrency.decreases).toBeGreaterThan(0);
+    expect(fixed.report.engine.concurrency).toMatchObject({ decreases: 0, lowest: 32 });
   }, 480_000);
+});
+
+describe("the summary of a run that met overload", () => {
+  let fake: FakeSglang;
+  afterAll(async () => fake?.close());
+
+  it("says how far the requests in flight were cut", async () => {
+    fake = await startFakeSglang({
+      respond: (ids, params, ctx) => respond(ids, params, ctx),
+      faults: { queue: [{ type: "status", status: 503 }, { type: "status", status: 429 }] },
+    });
+    const out = path.join(dir, "overload.jsonl");
+    const args = rolloutArgs(out, ["--server", fake.url, "--limit", "4", "--concurrency", "8", "--set", "actor_rollout_ref.rollout.server.retry_delay=0.01"]);
+    const result = await runCli(args.filter((arg) => arg !== "--json"));
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stdout).toMatch(/server overload .*: requests in flight cut [12] time\(s\), lowest [24] of 8/);
+  });
 });

@@ -109,6 +109,8 @@ export interface SummaryExtras {
   skippedPrompts: number;
   overSampleAborted: number;
   overSampleNotStarted: number;
+  /** The engine client's adaptive concurrency: shown only when overload made it cut the limit. */
+  concurrency?: { max: number; lowest: number; decreases: number };
 }
 
 function resumedLine(resumed: NonNullable<SummaryExtras["resumed"]>): string {
@@ -150,6 +152,10 @@ export function printRolloutSummary(summary: RolloutSummary, extra: SummaryExtra
           (extra.overSampleNotStarted ? `, ${extra.overSampleNotStarted} samples not started (not in the file; --resume runs them)` : "")
         : "") +
       (extra.resumed ? `\n${resumedLine(extra.resumed)}` : "") +
+      (extra.concurrency?.decreases
+        ? `\nserver overload (timeouts while slow, 429, 503): requests in flight cut ${extra.concurrency.decreases} time(s), ` +
+          `lowest ${extra.concurrency.lowest} of ${extra.concurrency.max} (actor_rollout_ref.rollout.server.adaptive_concurrency)`
+        : "") +
       `\ntrajectories: ${extra.out}\n`,
   );
 }
@@ -289,6 +295,7 @@ export async function runRolloutCommand(flags: RolloutFlags): Promise<void> {
       skippedPrompts: result.skippedPrompts,
       overSampleAborted: result.overSampleAborted,
       overSampleNotStarted: result.overSampleNotStarted,
+      concurrency: { max: config.actor_rollout_ref.rollout.max_concurrency, ...engineStats.concurrency },
     });
   }
   if (result.cancelled) {
