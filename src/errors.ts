@@ -1,3 +1,5 @@
+import { describeFsError, isFsError } from "./os-error.js";
+
 /**
  * One small error hierarchy. Only bin/agentrl.js exits the process; src/cli/index.ts maps these to exit codes:
  * 2 for usage and bad input the user must fix, 1 for failures at run time.
@@ -59,11 +61,12 @@ export class WorkerError extends AgentrlError {
   }
 }
 
-/** Formats any error as the one or two lines a user sees. */
+/** Formats any error as the one or two lines a user sees; an OS error no command translated gets its path and words. */
 export function describeError(err: unknown): string {
   if (err instanceof AgentrlError) {
     return err.hint ? `error: ${err.message}\nhint: ${err.hint}` : `error: ${err.message}`;
   }
+  if (isFsError(err)) return `error: ${describeFsError(err)}`;
   if (err instanceof Error) return `error: ${err.message}`;
   return `error: ${String(err)}`;
 }

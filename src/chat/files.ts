@@ -3,10 +3,10 @@
  * (chat template, special tokens), generation_config.json when present. Every file is validated with zod, and every
  * error names the file and the field, because a broken model folder is input the user must fix.
  */
-import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { z } from "zod";
 import { readJsonFile } from "../data/json-file.js";
+import { readTextFile } from "../data/text-file.js";
 import { InputError } from "../errors.js";
 
 /** A special token as tokenizer_config.json spells it: a plain string, or an AddedToken dict with `content`. */
@@ -89,11 +89,8 @@ async function findChatTemplate(dir: string, config: TokenizerConfig): Promise<{
     return { source: named.template, file: configFile };
   }
   const jinjaFile = path.join(dir, "chat_template.jinja");
-  try {
-    return { source: await readFile(jinjaFile, "utf8"), file: jinjaFile };
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw new InputError(`cannot read ${jinjaFile}`, { cause: err });
-  }
+  const jinja = await readTextFile(jinjaFile, { optional: true });
+  if (jinja !== undefined) return { source: jinja, file: jinjaFile };
   const jsonFile = path.join(dir, "chat_template.json");
   const raw = await readJson(jsonFile, false);
   if (raw !== undefined) {

@@ -3,26 +3,15 @@
  * on top, validated by a strict zod schema. Unknown keys are errors with the nearest valid key suggested, never
  * silent no-ops; every error names the key path.
  */
-import { readFile } from "node:fs/promises";
 import { load as loadYaml } from "js-yaml";
 import { z } from "zod";
 import { InputError, UsageError } from "../errors.js";
+import { readYamlFile } from "../data/yaml-file.js";
 
 export type ConfigTree = Record<string, unknown>;
 
 export async function readYamlConfig(file: string): Promise<ConfigTree> {
-  let text: string;
-  try {
-    text = await readFile(file, "utf8");
-  } catch (err) {
-    throw new InputError(`${file}: cannot read the config (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
-  }
-  let value: unknown;
-  try {
-    value = loadYaml(text);
-  } catch (err) {
-    throw new InputError(`${file}: not valid YAML: ${(err as Error).message.split("\n")[0]}`);
-  }
+  const value = await readYamlFile(file);
   if (value === undefined || value === null) return {};
   if (typeof value !== "object" || Array.isArray(value)) throw new InputError(`${file}: the config must be a YAML mapping`);
   return value as ConfigTree;

@@ -5,6 +5,7 @@
 import { dump as dumpYaml } from "js-yaml";
 import ora from "ora";
 import { ExitError, UsageError } from "../errors.js";
+import { checkOutputPath } from "../data/output-path.js";
 import { readParquetInfo } from "../data/parquet.js";
 import { checkTrajectoryOutput, openTrajectoryWriter } from "../data/trajectory-store.js";
 import type { SglangClient } from "../engine/index.js";
@@ -179,6 +180,7 @@ export async function runRolloutCommand(flags: RolloutFlags): Promise<void> {
     force: Boolean(flags.force),
     rowGroupSize: config.output.row_group_size,
   };
+  await checkOutputPath(config.output.path, "file");
   await checkTrajectoryOutput(config.output.path, writerOptions);
   const prompts = await countPrompts(dataPath, config.data.limit);
   const apiKey = flags.apiKey ?? (await readApiKey(rollout.server.api_key_env));

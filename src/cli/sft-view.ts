@@ -103,6 +103,13 @@ export async function runSftCommand(flags: SftFlags): Promise<void> {
       hint: "check data.train_files, data.min_reward and data.max_length",
     });
   }
+  const valFiles = asList(config.data.val_files);
+  if (valFiles.length > 0 && val.examples.length === 0) {
+    // Validation on nothing would log no val/loss and still look like a validated run.
+    throw new InputError(`${valFiles.join(", ")}: no conversation to validate on (${describeCounts(val.counts)})`, {
+      hint: "check data.val_files, data.min_reward and data.max_length, or leave data.val_files unset",
+    });
+  }
   const total = sftTotalSteps(config, train.examples.length);
   const runDir = runDirOf(config);
   if (flags.dryRun) {

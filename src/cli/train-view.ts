@@ -197,13 +197,27 @@ export async function runTrainCommand(flags: TrainFlags): Promise<void> {
     });
   }
   const rollout = config.actor_rollout_ref.rollout;
-  // Inputs before outputs: a missing, empty or wrong-schema dataset fails here, naming the file, before the run folder
-  // is made and before the engine and worker spend seconds starting.
+  // Inputs before outputs: a missing, empty or wrong-schema dataset, a bad model folder, tool or interaction config or
+  // reward module fails here, naming the file, before the run folder is made and before the engine and worker spend
+  // seconds starting.
   const trainPrompts = await loadAll(asList(config.data.train_files), null);
   const valPrompts = await loadAll(asList(config.data.val_files), config.data.val_max_samples);
+  const parts = await loadRolloutParts({
+    modelPath: config.actor_rollout_ref.model.path,
+    rollout,
+    rewardModulePath: config.custom_reward_function.path,
+    rewardName: config.custom_reward_function.name,
+    rewardKwargs: config.custom_reward_function.reward_kwargs,
+  });
   const runDir = runDirOf(config);
   const resumeHint = trainResumeHint(config, flags, runDir);
-  const resumeState = await runDir.prepare({ resume: Boolean(flags.resume), force: Boolean(flags.force) });
+  let resumeState;
+  try {
+    resumeState = await runDir.prepare({ resume: Boolean(flags.resume), force: Boolean(flags.force) });
+  } catch (err) {
+    await parts.close();
+    throw err;
+  }
   const startedOver = Boolean(flags.resume) && !resumeState;
   if (startedOver) {
     // A run stopped before its first checkpoint left nothing to continue from: --resume starts it over (verl's
@@ -214,14 +228,6 @@ export async function runTrainCommand(flags: TrainFlags): Promise<void> {
   // A validation of a run's checkpoint keeps the run's own config.yaml: its --resume hint must go on training.
   if (!(valOnly && flags.resume)) await runDir.writeConfig(config);
   mkdirSync(path.dirname(runDir.logFile("worker")), { recursive: true });
-
-  const parts = await loadRolloutParts({
-    modelPath: config.actor_rollout_ref.model.path,
-    rollout,
-    rewardModulePath: config.custom_reward_function.path,
-    rewardName: config.custom_reward_function.name,
-    rewardKwargs: config.custom_reward_function.reward_kwargs,
-  });
 
   const stop = handleInterrupts("finishing the current phase and saving a checkpoint");
 

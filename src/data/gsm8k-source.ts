@@ -8,6 +8,7 @@ import path from "node:path";
 import { z } from "zod";
 import { InputError, UsageError } from "../errors.js";
 import { extractGroundTruth, type RawGsm8k, type Split } from "./gsm8k.js";
+import { describeFileError } from "./input-file.js";
 import { readJsonLines } from "./jsonl.js";
 import { streamParquetRows } from "./parquet.js";
 import { formatIssues } from "./verl-rows.js";
@@ -29,8 +30,10 @@ export interface InvalidRecord {
 
 /** Where each split's raw file is, given `--input` as a folder or a single file. */
 export async function locateSplits(input: string, wanted: readonly Split[]): Promise<Map<Split, string>> {
-  const stat = await fs.stat(input).catch(() => undefined);
-  if (!stat) throw new InputError(`--input ${input}: no such file or folder`);
+  const stat = await fs.stat(input).catch((err: unknown) => {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") throw new InputError(`--input ${input}: no such file or folder`);
+    throw describeFileError(input, err);
+  });
   const found = new Map<Split, string>();
   if (stat.isFile()) {
     const split = SPLITS.find((s) => path.basename(input).includes(s));

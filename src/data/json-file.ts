@@ -1,20 +1,14 @@
-import { readFile } from "node:fs/promises";
 import { InputError } from "../errors.js";
+import { readTextFile } from "./text-file.js";
 
 /**
- * Reads and parses a JSON file. Errors name the file; an absent optional file gives undefined.
+ * Reads and parses a JSON file as strict UTF-8. Errors name the file; an absent optional file gives undefined.
  */
 export async function readJsonFile(file: string, options: { optional?: boolean; hint?: string } = {}): Promise<unknown> {
-  let text: string;
-  try {
-    text = await readFile(file, "utf8");
-  } catch (err) {
-    if (options.optional && (err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-    throw new InputError(`cannot read ${file}: ${(err as Error).message}`, {
-      ...(options.hint ? { hint: options.hint } : {}),
-      cause: err,
-    });
-  }
+  const text = options.optional
+    ? await readTextFile(file, { optional: true, ...(options.hint ? { hint: options.hint } : {}) })
+    : await readTextFile(file, options.hint ? { hint: options.hint } : {});
+  if (text === undefined) return undefined;
   try {
     return JSON.parse(text) as unknown;
   } catch (err) {

@@ -6,6 +6,7 @@ import { promises as fs } from "node:fs";
 import path from "node:path";
 import { InputError } from "../errors.js";
 import { refuseExisting } from "./atomic.js";
+import { checkOutputPath } from "./output-path.js";
 import { gsm8kArrowSchema, makeGsm8kRow, type Gsm8kVariant, type Split } from "./gsm8k.js";
 import { locateSplits, readGsm8kFile, type InvalidRecord } from "./gsm8k-source.js";
 import { huggingfaceMetadata } from "./hf-features.js";
@@ -50,8 +51,22 @@ export async function preprocessGsm8k(options: PreprocessGsm8kOptions): Promise<
   const sources = await locateSplits(input, options.splits);
   // Every split is checked before the first is written, so an empty one leaves no half-done output folder behind.
   for (const split of options.splits) await requireRecords(sources.get(split)!, options.skipInvalid ?? false);
-  await fs.mkdir(options.out, { recursive: true });
+  await checkOutputPath(options.out, "folder");
+  const createdFolder = await fs.mkdir(options.out, { recursive: true });
+  const written: string[] = [];
+  try {
+    return await writeSplits(options, sources, written);
+  } catch (err) {
+    // A bad record past the first fails the run after writing began: what this run created goes, so nothing is left
+    // half-done. Without --force every output was new; with it, replaced outputs stay (the old ones are gone).
+    if (createdFolder !== undefined) await fs.rm(createdFolder, { recursive: true, force: true });
+    else if (!options.force) for (const file of written) await fs.rm(file, { force: true });
+    throw err;
+  }
+}
 
+/** Writes each split's parquet file in turn, adding each finished file to `written`. */
+async function writeSplits(options: PreprocessGsm8kOptions, sources: Map<Split, string>, written: string[]): Promise<SplitResult[]> {
   const schema = gsm8kArrowSchema(options.variant);
   const metadata = { huggingface: huggingfaceMetadata(schema) };
   const results: SplitResult[] = [];
@@ -89,6 +104,7 @@ export async function preprocessGsm8k(options: PreprocessGsm8kOptions): Promise<
       rowGroupSize: ROWS_PER_GROUP,
       metadata,
     });
+    written.push(output);
     results.push({
       split,
       source,

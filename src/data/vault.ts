@@ -10,6 +10,7 @@ import { mkdir } from "node:fs/promises";
 import path from "node:path";
 import { Bool, Field, Int64, List, Schema, Struct, Utf8 } from "apache-arrow";
 import { refuseExisting, writeFileAtomic } from "./atomic.js";
+import { checkOutputPath } from "./output-path.js";
 import { seededRandom } from "./random.js";
 import { huggingfaceMetadata } from "./hf-features.js";
 import { writeParquetRows } from "./parquet.js";
@@ -149,6 +150,7 @@ export async function preprocessVault(options: PreprocessVaultOptions): Promise<
   const outputs = plan.map(([split]) => path.join(options.out, `${split}.parquet`));
   const demoFile = path.join(options.out, "sft.jsonl");
   if (!options.force) await refuseExisting(options.demos ? [...outputs, demoFile] : outputs);
+  await checkOutputPath(options.out, "folder");
   await mkdir(options.out, { recursive: true });
   const schema = vaultArrowSchema();
   const metadata = { huggingface: huggingfaceMetadata(schema) };

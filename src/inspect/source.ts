@@ -8,6 +8,7 @@ import path from "node:path";
 import { load as loadYaml } from "js-yaml";
 import { z } from "zod";
 import { AgentrlError, InputError } from "../errors.js";
+import { describeFileError } from "../data/input-file.js";
 import { readJsonLines } from "../data/jsonl.js";
 import { readTrajectories } from "../data/trajectory-store.js";
 import type { Trajectory } from "../data/trajectory.js";
@@ -15,8 +16,10 @@ import type { Trajectory } from "../data/trajectory.js";
 export type Source = { kind: "file"; file: string } | { kind: "run"; dir: string };
 
 export async function resolveSource(input: string): Promise<Source> {
-  const stat = await fs.stat(input).catch(() => null);
-  if (!stat) throw new InputError(`${input}: no such file or folder`, { hint: "give a trajectory file (.parquet, .jsonl) or a run folder" });
+  const stat = await fs.stat(input).catch((err: unknown) => {
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw describeFileError(input, err);
+    throw new InputError(`${input}: no such file or folder`, { hint: "give a trajectory file (.parquet, .jsonl) or a run folder" });
+  });
   if (stat.isFile()) return { kind: "file", file: input };
   if (input.replace(/\/+$/, "").endsWith(".parquet.parts")) return { kind: "file", file: input.replace(/\/+$/, "") };
   const hasMetrics = await exists(path.join(input, "metrics.jsonl"));
@@ -44,7 +47,7 @@ export async function* streamTrajectories(file: string): AsyncGenerator<Trajecto
     }
   } catch (err) {
     // A bad first record means the whole file is something else; a later one is a damaged row, named as such.
-    if (err instanceof AgentrlError && (read > 0 || /not a trajectory file|no such file/.test(err.message))) throw err;
+    if (err instanceof AgentrlError && (read > 0 || /not a trajectory file|no such file|permission denied|not valid UTF-8/.test(err.message))) throw err;
     const full = err instanceof AgentrlError ? err.message : `${(err as Error).message ?? err}`;
     const why = full.length > 300 ? `${full.slice(0, 300)}…` : full;
     throw new InputError(`${file}: not a trajectory file (${why})`, { cause: err, hint: "give a trajectory file written by agentrl rollout or train, or a run folder" });

@@ -9,7 +9,8 @@
  */
 import { z } from "zod";
 import { InputError } from "../errors.js";
-import { describeZodIssue, readYamlFile, yamlDirOf } from "../tools/config.js";
+import { describeZodIssue, yamlDirOf } from "../tools/config.js";
+import { readYamlFile } from "../data/yaml-file.js";
 import { isModulePath, loadModuleExport, simpleNameOf } from "../tools/module-loader.js";
 import { BaseInteraction } from "./base.js";
 import { Gsm8kInteraction } from "./gsm8k.js";

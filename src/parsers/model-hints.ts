@@ -2,10 +2,10 @@
  * What `auto` needs from a Hugging Face model folder, read without loading a tokenizer: the chat template
  * (tokenizer_config.json `chat_template`, or chat_template.jinja) and the added tokens (tokenizer.json).
  */
-import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { z } from "zod";
 import { InputError } from "../errors.js";
+import { readTextFile } from "../data/text-file.js";
 
 const TokenizerConfig = z.looseObject({
   chat_template: z
@@ -16,11 +16,12 @@ const TokenizerJson = z.looseObject({
   added_tokens: z.array(z.looseObject({ content: z.string() })).optional(),
 });
 
-function readJson<T>(file: string, schema: z.ZodType<T>): T | undefined {
-  if (!existsSync(file)) return undefined;
+async function readJson<T>(file: string, schema: z.ZodType<T>): Promise<T | undefined> {
+  const text = await readTextFile(file, { optional: true });
+  if (text === undefined) return undefined;
   let data: unknown;
   try {
-    data = JSON.parse(readFileSync(file, "utf8"));
+    data = JSON.parse(text);
   } catch (err) {
     throw new InputError(`${file}: not valid JSON (${(err as Error).message})`);
   }
@@ -32,9 +33,9 @@ function readJson<T>(file: string, schema: z.ZodType<T>): T | undefined {
   return parsed.data;
 }
 
-export function readModelHints(dir: string): { chatTemplate: string; specialTokens: string[] } {
-  const config = readJson(path.join(dir, "tokenizer_config.json"), TokenizerConfig);
-  const tokenizer = readJson(path.join(dir, "tokenizer.json"), TokenizerJson);
+export async function readModelHints(dir: string): Promise<{ chatTemplate: string; specialTokens: string[] }> {
+  const config = await readJson(path.join(dir, "tokenizer_config.json"), TokenizerConfig);
+  const tokenizer = await readJson(path.join(dir, "tokenizer.json"), TokenizerJson);
   if (config === undefined && tokenizer === undefined) {
     throw new InputError(`${dir}: no tokenizer_config.json or tokenizer.json`, {
       hint: "--model must be a Hugging Face model folder",
@@ -45,6 +46,6 @@ export function readModelHints(dir: string): { chatTemplate: string; specialToke
   if (typeof raw === "string") chatTemplate = raw;
   else if (Array.isArray(raw)) chatTemplate = raw.map((t) => t.template).join("\n");
   const jinja = path.join(dir, "chat_template.jinja");
-  if (chatTemplate === "" && existsSync(jinja)) chatTemplate = readFileSync(jinja, "utf8");
+  if (chatTemplate === "") chatTemplate = (await readTextFile(jinja, { optional: true })) ?? "";
   return { chatTemplate, specialTokens: (tokenizer?.added_tokens ?? []).map((t) => t.content) };
 }

@@ -3,7 +3,6 @@
  * tools, interactions and the reward function. Shared by `agentrl rollout` and `agentrl train`.
  */
 import path from "node:path";
-import { readFile } from "node:fs/promises";
 import { loadChatModel, type ChatModel } from "../chat/index.js";
 import { readModelFiles } from "../chat/files.js";
 import { SglangClient } from "../engine/index.js";
@@ -12,6 +11,7 @@ import { loadToolRegistry, type ToolRegistry } from "../tools/index.js";
 import { loadInteractionRegistry, type InteractionRegistry } from "../interactions/index.js";
 import { DEFAULT_REWARD_NAME, loadRewardModule, type LoadedRewardFunction } from "../rewards/index.js";
 import { UsageError } from "../errors.js";
+import { readTextFile } from "../data/text-file.js";
 import type { RolloutSection } from "./config.js";
 import type { TrajectoryContext } from "./run-trajectory.js";
 
@@ -88,7 +88,7 @@ export async function readApiKey(envName: string): Promise<string | undefined> {
   const direct = process.env[envName];
   if (direct) return direct.trim();
   const file = process.env[`${envName}_FILE`];
-  if (file) return (await readFile(file, "utf8")).trim();
+  if (file) return (await readTextFile(file)).trim();
   return undefined;
 }
 

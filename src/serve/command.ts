@@ -5,6 +5,7 @@
  */
 import { ExitError, UsageError } from "../errors.js";
 import type { ServeFlags } from "../cli/commands/serve.js";
+import { checkOutputPath } from "../data/output-path.js";
 import { EngineStartError } from "./errors.js";
 import { startEngine, startFleet } from "./start-engine.js";
 
@@ -22,6 +23,8 @@ export async function runServeCommand(flags: ServeFlags, engineArgs: readonly st
     throw new UsageError(`--engine must be embedded or sglang, got '${flags.engine}'`);
   }
   if (!flags.model) throw new UsageError("serve needs --model DIR");
+  // Before the engine starts: a log file that cannot be written would fail (or crash) only once it runs.
+  if (flags.logFile) await checkOutputPath(flags.logFile, "file");
   const apiKey = flags.apiKey ?? process.env.SGLANG_API_KEY;
   const showLines = !flags.quiet && !flags.logFile;
 

@@ -6,12 +6,12 @@
  * - trajectory files written by `agentrl rollout`/`train`: their token record is used as it is (the exact sampled
  *   tokens and mask), filtered by status and reward, for rejection-sampling fine-tuning.
  */
-import { existsSync, statSync } from "node:fs";
 import { z } from "zod";
 import { InputError } from "../errors.js";
 import type { ChatModel } from "../chat/index.js";
 import { chatMessagesSchema, formatJsonPath, toolSchemasSchema, type ChatMessage, type ToolSchema } from "../chat/messages.js";
 import { replayConversation } from "../chat/replay.js";
+import { checkInputFile } from "../data/input-file.js";
 import { readJsonLines } from "../data/jsonl.js";
 import { streamParquetRows } from "../data/parquet.js";
 import { parseTrajectory } from "../data/trajectory-store.js";
@@ -46,8 +46,7 @@ export interface LoadedExamples {
 type RawRow = { where: string; row: unknown };
 
 async function* rawRows(file: string): AsyncGenerator<RawRow> {
-  if (!existsSync(file)) throw new InputError(`${file}: no such file`);
-  if (statSync(file).isDirectory()) throw new InputError(`${file}: is a folder; give a .parquet or .jsonl file`);
+  await checkInputFile(file, "a .parquet or .jsonl file");
   if (/\.jsonl?$/.test(file)) {
     for await (const { line, value, error } of readJsonLines(file)) {
       if (error) throw new InputError(`${file}: line ${line}: ${error}`);

@@ -7,11 +7,10 @@
  *       mcp: {mcp_servers_config_path, tool_selected_list} # mcp tools; schemas come from the servers
  * Every entry is validated; errors name the file and the key path (`tools.0.tool_schema.function.name`).
  */
-import { readFile } from "node:fs/promises";
 import path from "node:path";
-import { load as loadYaml } from "js-yaml";
 import { z } from "zod";
 import { InputError } from "../errors.js";
+import { readYamlFile } from "../data/yaml-file.js";
 import { openAIFunctionToolSchema } from "./schema.js";
 import { mcpBlockSchema } from "./mcp.js";
 
@@ -36,20 +35,6 @@ export function describeZodIssue(error: z.ZodError, prefix = ""): string {
   if (!issue) return "invalid";
   const where = [prefix, ...issue.path.map(String)].filter((p) => p !== "").join(".");
   return `${where || "(root)"}: ${issue.message}`;
-}
-
-export async function readYamlFile(file: string): Promise<unknown> {
-  let text: string;
-  try {
-    text = await readFile(file, "utf8");
-  } catch (err) {
-    throw new InputError(`${file}: cannot read: ${(err as Error).message}`, { cause: err });
-  }
-  try {
-    return loadYaml(text);
-  } catch (err) {
-    throw new InputError(`${file}: not valid YAML: ${(err as Error).message.split("\n")[0]}`, { cause: err });
-  }
 }
 
 export function parseToolsFile(raw: unknown, file: string): ToolsFile {

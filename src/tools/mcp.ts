@@ -7,7 +7,6 @@
  * and a failed call answers `{"result": "Tool execution failed: <error>"}` instead of throwing.
  */
 import { existsSync } from "node:fs";
-import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";
@@ -15,6 +14,7 @@ import { StdioClientTransport, getDefaultEnvironment } from "@modelcontextprotoc
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { z } from "zod";
 import { InputError } from "../errors.js";
+import { readJsonFile } from "../data/json-file.js";
 import { BaseTool } from "./base-tool.js";
 import { pyJsonDumps } from "./python-repr.js";
 import type { OpenAIFunctionToolSchema } from "./schema.js";
@@ -103,7 +103,7 @@ export function resolveServersPath(configured: string, yamlDir: string, cwd = pr
 export async function readServersFile(file: string, where: string): Promise<z.infer<typeof mcpServersFileSchema>> {
   let raw: unknown;
   try {
-    raw = JSON.parse(await readFile(file, "utf8"));
+    raw = await readJsonFile(file);
   } catch (err) {
     throw new InputError(`${where}: cannot read MCP servers file ${file}: ${(err as Error).message}`, { cause: err });
   }

@@ -9,6 +9,7 @@ import { dump as dumpYaml } from "js-yaml";
 import { z } from "zod";
 import { InputError, RefusedError, UsageError } from "../errors.js";
 import { writeFileAtomic } from "../data/atomic.js";
+import { checkOutputPath } from "../data/output-path.js";
 import type { CursorState } from "./data-cursor.js";
 
 export const runStateSchema = z.object({
@@ -64,6 +65,7 @@ export class RunDir {
         hint: "pass --resume to continue it from its last checkpoint, --force to start over, or set trainer.experiment_name",
       });
     }
+    await checkOutputPath(this.root, "folder");
     if (hasRun && options.force && !options.resume) {
       const { rm } = await import("node:fs/promises");
       await rm(this.root, { recursive: true, force: true });

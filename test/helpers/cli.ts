@@ -14,12 +14,17 @@ export interface CliResult {
   stderr: string;
 }
 
+/**
+ * `prefix` runs the CLI under another command (e.g. setpriv, to drop root's permission override); `input` is written
+ * to its stdin as given (bytes stay bytes).
+ */
 export function runCli(
   args: string[],
-  options: { cwd?: string; env?: NodeJS.ProcessEnv; input?: string; timeoutMs?: number } = {},
+  options: { cwd?: string; env?: NodeJS.ProcessEnv; input?: string | Uint8Array; timeoutMs?: number; prefix?: readonly string[] } = {},
 ): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI, ...args], {
+    const [command, ...commandArgs] = [...(options.prefix ?? []), process.execPath, CLI, ...args];
+    const child = spawn(command!, commandArgs, {
       cwd: options.cwd ?? REPO_ROOT,
       env: { ...process.env, NO_COLOR: "1", ...options.env },
       stdio: ["pipe", "pipe", "pipe"],

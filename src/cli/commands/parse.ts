@@ -8,10 +8,12 @@ interface ParseFlags {
   model?: string;
 }
 
+/** Model output from stdin, as strict UTF-8: a byte that is not UTF-8 is an error naming its line, not U+FFFD. */
 async function readStdin(): Promise<string> {
   const chunks: Buffer[] = [];
   for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString("utf8");
+  const { decodeUtf8 } = await import("../../data/text-file.js");
+  return decodeUtf8(Buffer.concat(chunks), "stdin");
 }
 
 export function registerParse(program: Command): void {
@@ -43,7 +45,7 @@ Example:
           throw new UsageError("--format auto needs --model DIR", { hint: "or name the format explicitly" });
         }
         const { readModelHints } = await import("../../parsers/model-hints.js");
-        model = readModelHints(flags.model);
+        model = await readModelHints(flags.model);
       }
       const parser = getParser(flags.format, model);
       if (process.stdin.isTTY) {
