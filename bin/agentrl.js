@@ -1,6 +1,9 @@
 #!/usr/bin/env node
 // The only place that exits the process: the CLI returns an exit code, this file applies it.
-import { main } from "../dist/cli/index.js";
+import { main, setQuitNow } from "../dist/cli/index.js";
+
+// A second Ctrl-C during a long command quits at once (src/interrupt.ts).
+setQuitNow((code) => process.exit(code));
 
 // `agentrl inspect ... | head` closes stdout early: that is the reader's choice, not an error.
 for (const stream of [process.stdout, process.stderr]) {

@@ -17,7 +17,7 @@ import { dump as dumpYaml, load as loadYaml } from "js-yaml";
 import { afterAll, describe, expect, it } from "vitest";
 import { CLI, REPO_ROOT, runCli } from "./helpers/cli.js";
 import { DEMO_CONFIG, pollUntil } from "./helpers/train.js";
-import { repeatCommand, resumeCommand, shellQuote } from "../src/cli/resume-hint.js";
+import { repeatCommand, resumeCommand, shellQuote } from "../src/train/resume-hint.js";
 import { resolveTrainConfig, runDirOf, trainResumeHint } from "../src/cli/train-view.js";
 import { RunDir } from "../src/train/run-dir.js";
 

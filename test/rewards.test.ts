@@ -7,7 +7,7 @@ import { InputError } from "../src/errors.js";
 import { computeReward, computeScore, extractSolution, loadRewardModule, scoreGsm8k, scoreVault } from "../src/rewards/index.js";
 import { trajectoryAcc } from "../src/data/trajectory.js";
 import { trajectoryMetrics, validationMetrics } from "../src/train/step-metrics.js";
-import { validateConfig } from "../src/cli/config.js";
+import { validateConfig } from "../src/config/tree.js";
 import { trainConfigSchema } from "../src/train/config.js";
 import { REPO_ROOT } from "./helpers/cli.js";
 import { makeTrajectory } from "./helpers/trajectories.js";

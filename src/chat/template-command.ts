@@ -5,7 +5,7 @@
 import { z } from "zod";
 import { readJsonFile } from "../data/json-file.js";
 import { InputError, UsageError } from "../errors.js";
-import { colorEnabled, style } from "../cli/term.js";
+import { colorEnabled, style } from "../term.js";
 import { DRIFT_MODES, type DriftMode, type DriftReport } from "./drift.js";
 import { chatMessagesSchema, formatJsonPath, toolSchemasSchema, type ChatMessage, type ToolSchema } from "./messages.js";
 import { loadChatModel, type ChatModel } from "./model.js";

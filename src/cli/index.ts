@@ -63,6 +63,8 @@ function captureErrors(command: Command, sink: { message: string }): void {
   for (const sub of command.commands) captureErrors(sub, sink);
 }
 
+export { setQuitNow } from "../interrupt.js";
+
 /** Runs the CLI and resolves to the process exit code. Never calls process.exit itself. */
 export async function main(argv: string[]): Promise<number> {
   const program = buildProgram();

@@ -15,10 +15,10 @@ import { trainConfigSchema, asList, type TrainConfig } from "../train/config.js"
 import { optimizerStepsPerStep, totalOptimizerSteps, totalSteps, trainLoop, type TrainReporter } from "../train/loop.js";
 import { RunDir } from "../train/run-dir.js";
 import type { TrainFlags } from "./commands/train.js";
-import { applySets, readYamlConfig, setPath, validateConfig, type ConfigTree } from "./config.js";
-import { handleInterrupts } from "./interrupt.js";
-import { repeatCommand, resumeCommand } from "./resume-hint.js";
-import { formatDuration, style, writeLogTail } from "./term.js";
+import { applySets, readYamlConfig, setPath, validateConfig, type ConfigTree } from "../config/tree.js";
+import { handleInterrupts } from "../interrupt.js";
+import { repeatCommand, resumeCommand } from "../train/resume-hint.js";
+import { formatDuration, style, writeLogTail } from "../term.js";
 
 export async function resolveTrainConfig(flags: TrainFlags): Promise<TrainConfig> {
   if (!flags.config) throw new UsageError("no config given", { hint: "pass --config FILE (see examples/ for ready ones)" });

@@ -1,6 +1,6 @@
 /** The `agentrl doctor` action: resolve options, run the checklist, print it, exit 1 on a failed check. */
 import { ExitError } from "../errors.js";
-import { colorEnabled } from "../cli/term.js";
+import { colorEnabled } from "../term.js";
 import { resolveDoctorOptions, type DoctorFlags } from "./options.js";
 import { formatDoctorReport } from "./report.js";
 import { runDoctor } from "./run-doctor.js";

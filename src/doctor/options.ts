@@ -6,7 +6,7 @@
 import { parseTemplateKwargs } from "../chat/template-command.js";
 import { z } from "zod";
 import { InputError, UsageError } from "../errors.js";
-import { getPath, readYamlConfig } from "../cli/config.js";
+import { getPath, readYamlConfig } from "../config/tree.js";
 import type { DoctorOptions } from "./types.js";
 
 export interface DoctorFlags {

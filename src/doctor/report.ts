@@ -1,5 +1,5 @@
 /** The doctor's table and its one-line summary; --json prints the report object instead. */
-import { makeTable, style, terminalWidth } from "../cli/term.js";
+import { makeTable, style, terminalWidth } from "../term.js";
 import type { CheckStatus, DoctorReport } from "./types.js";
 
 const MARK: Record<CheckStatus, string> = { pass: "pass", warn: "warn", fail: "FAIL", skip: "skip" };

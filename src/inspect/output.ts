@@ -4,7 +4,7 @@
  */
 import { spawn } from "node:child_process";
 import Table from "cli-table3";
-import { colorEnabled, style } from "../cli/term.js";
+import { colorEnabled, style } from "../term.js";
 
 export interface Look {
   color: boolean;

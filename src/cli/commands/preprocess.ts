@@ -55,7 +55,7 @@ reward_model (struct), extra_info (struct with split, index, answer, question, t
 Writes are atomic: a crash never leaves a half-written parquet file.`,
     )
     .action(async (flags: Gsm8kFlags) => {
-      const { runPreprocessGsm8k } = await import("../preprocess-gsm8k-view.js");
+      const { runPreprocessGsm8k } = await import("../../data/preprocess-command.js");
       await runPreprocessGsm8k(flags);
     });
   preprocess
@@ -84,7 +84,7 @@ The built-in reward for data_source agentrl/vault is described in docs/cpu-demo.
     )
     .action(async (flags: VaultFlags) => {
       const { preprocessVault } = await import("../../data/vault.js");
-      const { formatBytes, makeTable } = await import("../term.js");
+      const { formatBytes, makeTable } = await import("../../term.js");
       const results = await preprocessVault({
         out: flags.out,
         trainRows: flags.trainRows,

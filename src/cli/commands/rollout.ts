@@ -83,7 +83,7 @@ reason). Progress: a live line on a terminal; in a log file, one line per tenth 
 --quiet). Exit code: 0 when none failed, 1 when some failed, 2 for bad flags or config, 130 on Ctrl-C.`,
     )
     .action(async (flags: RolloutFlags) => {
-      const { runRolloutCommand } = await import("../rollout-view.js");
+      const { runRolloutCommand } = await import("../../rollout/command.js");
       await runRolloutCommand(flags);
     });
 }

@@ -45,7 +45,7 @@ the end, model/: a Hugging Face folder that actor_rollout_ref.model.path in a tr
 checkpoint; --resume continues with no conversation skipped or repeated.`,
     )
     .action(async (flags: SftFlags) => {
-      const { runSftCommand } = await import("../sft-view.js");
+      const { runSftCommand } = await import("../../sft/command.js");
       await runSftCommand(flags);
     });
 }

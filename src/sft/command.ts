@@ -11,14 +11,14 @@ import { ExitError, InputError, UsageError } from "../errors.js";
 import { loadChatModel } from "../chat/index.js";
 import { asList } from "../train/config.js";
 import { RunDir } from "../train/run-dir.js";
-import { sftConfigSchema, sftTotalSteps, type SftConfig } from "../sft/config.js";
-import { loadExamples, type ExampleCounts, type LoadedExamples } from "../sft/examples.js";
-import { sftLoop, modelDirOf, type SftReporter } from "../sft/loop.js";
-import type { SftFlags } from "./commands/sft.js";
-import { applySets, readYamlConfig, setPath, validateConfig, type ConfigTree } from "./config.js";
-import { handleInterrupts } from "./interrupt.js";
-import { resumeCommand } from "./resume-hint.js";
-import { formatDuration, style, writeLogTail } from "./term.js";
+import { sftConfigSchema, sftTotalSteps, type SftConfig } from "./config.js";
+import { loadExamples, type ExampleCounts, type LoadedExamples } from "./examples.js";
+import { sftLoop, modelDirOf, type SftReporter } from "./loop.js";
+import type { SftFlags } from "../cli/commands/sft.js";
+import { applySets, readYamlConfig, setPath, validateConfig, type ConfigTree } from "../config/tree.js";
+import { handleInterrupts } from "../interrupt.js";
+import { resumeCommand } from "../train/resume-hint.js";
+import { formatDuration, style, writeLogTail } from "../term.js";
 
 export async function resolveSftConfig(flags: SftFlags): Promise<SftConfig> {
   if (!flags.config) throw new UsageError("no config given", { hint: "pass --config FILE (see examples/cpu-demo-sft.yaml)" });

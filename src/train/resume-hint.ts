@@ -4,7 +4,7 @@
  * resumes the very run that stopped, whatever flags started it. Rebuilding the user's flags instead would drop some
  * (a --set, --steps or --name left out pointed --resume at another run folder, or at none).
  */
-import type { RunDir } from "../train/run-dir.js";
+import type { RunDir } from "./run-dir.js";
 
 /** Quotes a word for a POSIX shell, only when it needs it, so the usual paths print as they are. */
 export function shellQuote(word: string): string {

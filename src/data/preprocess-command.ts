@@ -1,9 +1,9 @@
 /** Runs `agentrl preprocess gsm8k` and prints its result: a progress spinner on stderr, then a table or JSON. */
 import ora from "ora";
-import { downloadGsm8k } from "../data/download.js";
-import { preprocessGsm8k } from "../data/preprocess-gsm8k.js";
-import type { Gsm8kVariant, Split } from "../data/gsm8k.js";
-import { formatBytes, formatDuration, makeTable, style } from "./term.js";
+import { downloadGsm8k } from "./download.js";
+import { preprocessGsm8k } from "./preprocess-gsm8k.js";
+import type { Gsm8kVariant, Split } from "./gsm8k.js";
+import { formatBytes, formatDuration, makeTable, style } from "../term.js";
 
 export interface PreprocessGsm8kFlags {
   input?: string;

@@ -9,15 +9,16 @@ import { checkOutputPath } from "../data/output-path.js";
 import { readParquetInfo } from "../data/parquet.js";
 import { checkTrajectoryOutput, openTrajectoryWriter } from "../data/trajectory-store.js";
 import type { SglangClient } from "../engine/index.js";
-import { rolloutConfigSchema, type RolloutConfig } from "../rollout/config.js";
-import { runRollout } from "../rollout/run-rollout.js";
-import { overSampleTarget } from "../rollout/over-sample.js";
-import { countPrompts, readPrompts } from "../rollout/sample.js";
-import { loadRolloutParts, makeClient, readApiKey, trajectoryContext } from "../rollout/setup.js";
-import type { RolloutSummary } from "../rollout/stats.js";
-import type { RolloutFlags } from "./commands/rollout.js";
-import { applySets, readYamlConfig, setPath, validateConfig, type ConfigTree } from "./config.js";
-import { formatDuration, makeTable, style } from "./term.js";
+import { rolloutConfigSchema, type RolloutConfig } from "./config.js";
+import { runRollout } from "./run-rollout.js";
+import { overSampleTarget } from "./over-sample.js";
+import { countPrompts, readPrompts } from "./sample.js";
+import { loadRolloutParts, makeClient, readApiKey, trajectoryContext } from "./setup.js";
+import type { RolloutSummary } from "./stats.js";
+import type { RolloutFlags } from "../cli/commands/rollout.js";
+import { applySets, readYamlConfig, setPath, validateConfig, type ConfigTree } from "../config/tree.js";
+import { handleInterrupts } from "../interrupt.js";
+import { formatDuration, makeTable, style } from "../term.js";
 
 /** The effective config: file, then --set, then flags (flags win). */
 export async function resolveRolloutConfig(flags: RolloutFlags): Promise<RolloutConfig> {
@@ -187,16 +188,7 @@ export async function runRolloutCommand(flags: RolloutFlags): Promise<void> {
 
   // Ctrl-C is handled from here until the file is closed: during start-up it cancels the run before it starts, during
   // the final merge it lets the merge finish. Either way the output stays resumable and the user is told how.
-  const cancel = new AbortController();
-  let interrupts = 0;
-  const onSigint = () => {
-    interrupts += 1;
-    if (interrupts > 1) process.exit(130);
-    process.stderr.write("\ninterrupted: finishing the file (Ctrl-C again to quit at once)\n");
-    cancel.abort(new Error("interrupted"));
-  };
-  process.on("SIGINT", onSigint);
-  process.on("SIGTERM", onSigint);
+  const interrupt = handleInterrupts("finishing the file, which --resume can continue");
 
   const spinner = ora({ stream: process.stderr, isSilent: Boolean(flags.quiet) || !process.stderr.isTTY });
   // Without a terminal (a log file, nohup, CI) the spinner is silent: a line per tenth of the run shows progress
@@ -252,7 +244,7 @@ export async function runRolloutCommand(flags: RolloutFlags): Promise<void> {
         maxPromptLength: config.data.max_prompt_length,
         maxResponseLength: config.data.max_response_length,
       }),
-      signal: cancel.signal,
+      signal: interrupt.signal,
       writer,
       skipIds: writer.existingIds,
       filterOverlongPrompts: config.data.filter_overlong_prompts,
@@ -279,8 +271,7 @@ export async function runRolloutCommand(flags: RolloutFlags): Promise<void> {
   } finally {
     spinner.stop();
     for (const cleanup of cleanups) await cleanup();
-    process.off("SIGINT", onSigint);
-    process.off("SIGTERM", onSigint);
+    interrupt.dispose();
   }
   const wallMs = performance.now() - started;
   const summary = result.stats.summary();
@@ -304,7 +295,7 @@ export async function runRolloutCommand(flags: RolloutFlags): Promise<void> {
     process.stderr.write(style.yellow(`cancelled: ${result.cancelledInFlight} trajectories in flight were dropped; run again with --resume to finish\n`));
     throw new ExitError(130);
   }
-  if (cancel.signal.aborted) {
+  if (interrupt.signal.aborted) {
     // Ctrl-C came while the file was being closed: the close finished, nothing is missing.
     process.stderr.write(style.yellow("interrupted while closing the file: it is complete (--resume has nothing left to do)\n"));
     throw new ExitError(130);
