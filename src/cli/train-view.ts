@@ -243,7 +243,11 @@ export async function runTrainCommand(flags: TrainFlags): Promise<void> {
   // Validating model.path needs the engine alone; the worker is there to load a checkpoint and push its weights.
   const needsWorker = !valOnly || resumeState !== undefined;
   const tensorboard = config.trainer.logger.includes("tensorboard")
-    ? (await import("../train/tensorboard.js")).startTensorboard(path.join(runDir.root, "tensorboard"), (m) => reporter.note(m))
+    ? (await import("../train/tensorboard.js")).startTensorboard(
+        path.join(runDir.root, "tensorboard"),
+        `${config.trainer.project_name}/${config.trainer.experiment_name}`,
+        (m) => reporter.note(m),
+      )
     : undefined;
   try {
     // The engine and the worker each take seconds to start (imports, model loading): they start side by side.

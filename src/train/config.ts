@@ -107,7 +107,7 @@ export const trainConfigSchema = z.strictObject({
   custom_reward_function: customRewardFunctionSchema.prefault({}),
   trainer: z
     .strictObject({
-      project_name: z.string().default("agentrl").describe("project name (wandb)"),
+      project_name: z.string().default("agentrl").describe("project name: TensorBoard's run is named <project_name>/<experiment_name>, as verl names its tracking runs"),
       experiment_name: z.string().default("run").describe("run name: the run folder is runs/<experiment_name>"),
       default_local_dir: z.string().nullable().default(null).describe("run folder; null = runs/<experiment_name>"),
       total_epochs: z.number().int().positive().default(1).describe("passes over the training prompts"),

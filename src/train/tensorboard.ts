@@ -14,9 +14,13 @@ export interface MetricsSink {
   close(): Promise<void>;
 }
 
-export function startTensorboard(logDir: string, onProblem: (message: string) => void): MetricsSink {
+/**
+ * `runName` is `<trainer.project_name>/<trainer.experiment_name>`, written once as the text summary `run`.
+ * The event files go to `logDir`, or to $TENSORBOARD_DIR when set, as in verl.
+ */
+export function startTensorboard(logDir: string, runName: string, onProblem: (message: string) => void): MetricsSink {
   const python = path.join(REPO_ROOT, ".venv", "bin", "python");
-  const child = spawn(python, ["-m", "agentrl_worker.tb_logger", logDir], {
+  const child = spawn(python, ["-m", "agentrl_worker.tb_logger", process.env.TENSORBOARD_DIR || logDir, runName], {
     env: { ...process.env, PYTHONPATH: path.join(REPO_ROOT, "worker") },
     stdio: ["pipe", "ignore", "pipe"],
   });

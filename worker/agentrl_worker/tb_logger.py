@@ -1,6 +1,7 @@
-"""TensorBoard event files from agentrl's metrics: `python -m agentrl_worker.tb_logger DIR`.
+"""TensorBoard event files from agentrl's metrics: `python -m agentrl_worker.tb_logger DIR [RUN_NAME]`.
 
-Reads metrics records as JSON lines on stdin (the lines agentrl appends to metrics.jsonl) and writes every numeric
+RUN_NAME (`<trainer.project_name>/<trainer.experiment_name>`, as verl names its tracking runs) is written once as the
+text summary `run`, so event files copied elsewhere (or synced to wandb) still say which run they are. Reads metrics records as JSON lines on stdin (the lines agentrl appends to metrics.jsonl) and writes every numeric
 value as a scalar at the record's `step`. Exits with code 3 and a one-line message when the tensorboard package is
 missing, so the CLI can say so instead of logging nothing in silence.
 """
@@ -10,8 +11,8 @@ import sys
 
 
 def main() -> int:
-    if len(sys.argv) != 2:
-        print("usage: python -m agentrl_worker.tb_logger LOG_DIR", file=sys.stderr)
+    if len(sys.argv) not in (2, 3):
+        print("usage: python -m agentrl_worker.tb_logger LOG_DIR [RUN_NAME]", file=sys.stderr)
         return 2
     try:
         from torch.utils.tensorboard import SummaryWriter
@@ -19,6 +20,8 @@ def main() -> int:
         print("tensorboard is not installed: pip install tensorboard", file=sys.stderr)
         return 3
     writer = SummaryWriter(sys.argv[1])
+    if len(sys.argv) == 3:
+        writer.add_text("run", sys.argv[2], 0)
     for line in sys.stdin:
         if not line.strip():
             continue

@@ -30,3 +30,22 @@ def test_writes_numeric_metrics_at_their_step(tmp_path):
     assert rewards == [(1, 0.25), (2, 0.75)]
     assert [e.step for e in events.Scalars("actor/pg_loss")] == [1]
     assert "time" not in events.Tags()["scalars"] and "note" not in events.Tags()["scalars"]
+
+
+def test_names_the_run_once_as_a_text_summary(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "agentrl_worker.tb_logger", str(tmp_path), "gsm8k-agents/seed0"],
+        input=json.dumps({"step": 1, "critic/rewards/mean": 0.5}) + "\n",
+        text=True,
+        capture_output=True,
+        cwd=WORKER_DIR,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(tmp_path))
+    events.Reload()
+    assert events.Tags()["tensors"] == ["run/text_summary"]
+    text = events.Tensors("run/text_summary")[0].tensor_proto.string_val[0].decode()
+    assert text == "gsm8k-agents/seed0"
