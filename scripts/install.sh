@@ -39,6 +39,8 @@ if ! .venv/bin/python -c "import torch" 2>/dev/null; then
     echo "==> torch (CPU)"; "${PIP[@]}" "torch==2.13.0"
   fi
 fi
+# worker/requirements.txt, included by requirements-dev.txt: torch, transformers, safetensors, and jsonschema for the
+# protocol checks (agentrl_worker/protocol.py).
 echo "==> worker dependencies"
 "${PIP[@]}" -r worker/requirements-dev.txt
-echo "==> ready: node $(node --version), $(.venv/bin/python -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)')"
+echo "==> ready: node $(node --version), $(.venv/bin/python -c 'import torch, transformers, jsonschema; print("torch", torch.__version__, "transformers", transformers.__version__)')"

@@ -59,6 +59,20 @@ export class WorkerError extends AgentrlError {
   ) {
     super(message, options);
   }
+
+  /** The same error with a hint (the run loops add how to resume); keeps the class, and so the exit code. */
+  withHint(hint: string): WorkerError {
+    const Same = this.constructor as new (message: string, logTail: string, options: { hint?: string; cause?: unknown }) => WorkerError;
+    return new Same(this.message, this.logTail, { hint, cause: this });
+  }
+}
+
+/**
+ * The worker refused a command's input: a field its protocol schema refuses, a bad init setting, a missing or malformed
+ * batch file. The message names the field or file; like InputError, the user must fix it (exit 2).
+ */
+export class WorkerInputError extends WorkerError {
+  override readonly exitCode = 2;
 }
 
 /** Formats any error as the one or two lines a user sees; an OS error no command translated gets its path and words. */

@@ -7,7 +7,7 @@ import os from "node:os";
 import path from "node:path";
 import { Tokenizer } from "@huggingface/tokenizers";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { WorkerError } from "../src/errors.js";
+import { InputError, WorkerError, WorkerInputError } from "../src/errors.js";
 import { WorkerClient, batchTensors, encodeSafetensors, readSafetensors, writeBatch, type TrajectoryRow } from "../src/train/worker/index.js";
 import { REPO_ROOT, VENV_PYTHON } from "./helpers/cli.js";
 
@@ -45,6 +45,18 @@ describe("safetensors", () => {
   });
 });
 
+describe("worker errors", () => {
+  it("a worker InputError exits 2 like the CLI's own, and keeps its class when a run loop adds a hint", () => {
+    const input = new WorkerInputError("worker init failed: InputError: init: config.lr must be float, got str", "log");
+    const hinted = input.withHint("fix the config");
+    expect(hinted).toBeInstanceOf(WorkerInputError);
+    expect([hinted.exitCode, hinted.hint, hinted.logTail, hinted.cause]).toEqual([2, "fix the config", "log", input]);
+    const crash = new WorkerError("the worker stopped during 'update'").withHint("resume");
+    expect(crash).not.toBeInstanceOf(WorkerInputError);
+    expect(crash.exitCode).toBe(1);
+  });
+});
+
 describe("WorkerClient", () => {
   it("runs compute_log_probs, update and save_weights on a 1-rank worker, then shuts it down", async () => {
     const tokenizer = new Tokenizer(
@@ -70,6 +82,15 @@ describe("WorkerClient", () => {
     const worker = await WorkerClient.start({ nprocPerNode: 1, onLog: (line) => logLines.push(line) });
     try {
       expect(worker.worldSize).toBe(1);
+      // A value the protocol refuses is caught on the CLI's side, naming the field, before the worker sees it.
+      const refused = await worker.init({ model_path: model, temperature: 0 }).catch((e: unknown) => e);
+      expect(refused).toBeInstanceOf(InputError);
+      expect((refused as InputError).message).toMatch(/init command: config\.temperature: /);
+      // A pair of settings only the worker judges comes back as its InputError: the user's to fix, exit 2.
+      const pair = await worker.init({ model_path: model, use_kl_loss: true }).catch((e: unknown) => e);
+      expect(pair).toBeInstanceOf(WorkerInputError);
+      expect((pair as WorkerInputError).exitCode).toBe(2);
+      expect((pair as WorkerInputError).message).toMatch(/InputError: init: use_kl_loss needs use_ref/);
       const init = await worker.init({ model_path: model, lr: 1e-3, use_ref: true, use_kl_loss: true, rollout_is_threshold: 2 });
       expect(init).toMatchObject({ world_size: 1, device: "cpu", fsdp: "fsdp2" });
 
@@ -105,6 +126,7 @@ describe("WorkerClient", () => {
       const failure = await worker.update(path.join(dir, "missing.safetensors"), logProbsFile).catch((e: unknown) => e);
       expect(failure).toBeInstanceOf(WorkerError);
       expect((failure as WorkerError).message).toMatch(/InputError: .*missing\.safetensors/);
+      expect((failure as WorkerError).exitCode).toBe(2);
       expect((await worker.fingerprint()).step).toBe(1);
     } finally {
       await worker.shutdown();

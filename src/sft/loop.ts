@@ -123,12 +123,11 @@ export async function sftLoop(options: SftLoopOptions): Promise<SftLoopResult> {
     return { lastStep: step, stopped: false, lastCheckpoint, modelDir };
   } catch (err) {
     if (err instanceof WorkerError) {
-      throw new WorkerError(err.message, err.logTail, {
-        hint: lastCheckpoint
+      throw err.withHint(
+        lastCheckpoint
           ? `resume from ${runDir.relative(lastCheckpoint)} with: agentrl sft --config ${runDir.configFile} --resume`
           : "no checkpoint yet: fix the cause and start again",
-        cause: err,
-      });
+      );
     }
     throw err;
   } finally {

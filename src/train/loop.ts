@@ -311,12 +311,11 @@ export async function trainLoop(options: TrainLoopOptions): Promise<TrainLoopRes
     return { lastStep: step, stopped: options.stop.aborted, lastCheckpoint };
   } catch (err) {
     if (err instanceof WorkerError) {
-      throw new WorkerError(err.message, err.logTail, {
-        hint: lastCheckpoint
+      throw err.withHint(
+        lastCheckpoint
           ? `resume from ${runDir.relative(lastCheckpoint)} with: agentrl train --config ${runDir.configFile} --resume`
           : "no checkpoint yet: fix the cause and start again",
-        cause: err,
-      });
+      );
     }
     throw err;
   } finally {

@@ -21,7 +21,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-PROTOCOL_VERSION = 1
+from .protocol import SCHEMA, ConfigError, ProtocolError, check_request, outgoing_problems
+
+PROTOCOL_VERSION = SCHEMA["protocol"]
 
 
 class Channel:
@@ -41,7 +43,8 @@ class Channel:
         self.reader = self.sock.makefile("r", encoding="utf-8")
 
     def receive(self) -> dict[str, Any] | None:
-        """The next command, or None when the CLI closed its end."""
+        """The next valid command, or None when the CLI closed its end. Invalid lines are answered here, on rank 0,
+        and never reach the other ranks."""
         while True:
             try:
                 line = self.reader.readline()
@@ -50,21 +53,43 @@ class Channel:
             if not line:
                 return None
             if line.strip():
-                try:
-                    message = json.loads(line)
-                except json.JSONDecodeError as err:
-                    self.send({"id": None, "ok": False, "error": {"type": "ProtocolError", "message": f"bad JSON: {err}"}})
-                    continue
-                if not isinstance(message, dict) or not isinstance(message.get("cmd"), str):
-                    self.send({"id": None, "ok": False, "error": {"type": "ProtocolError", "message": "a command is an object with a string cmd"}})
-                    continue
-                return message
+                message = self._command(line)
+                if message is not None:
+                    return message
 
-    def send(self, message: dict[str, Any]) -> None:
+    def _command(self, line: str) -> dict[str, Any] | None:
+        """The line's command, or None once the line has been answered as one the worker cannot act on."""
+        try:
+            message = json.loads(line)
+        except json.JSONDecodeError as err:
+            self.send(_failure(None, "ProtocolError", f"bad JSON: {err}"))
+            return None
+        try:
+            check_request(message)
+        except ProtocolError as err:
+            self.send(_failure(None, "ProtocolError", str(err)))
+            return None
+        except ConfigError as err:  # the schema refused it; the message names the field
+            request_id = message.get("id")
+            self.send(_failure(request_id if type(request_id) is int else None, "InputError", str(err)))
+            return None
+        return message
+
+    def send(self, message: dict[str, Any], cmd: str | None = None) -> None:
+        """Sends a reply to `cmd` (or an event), checked against the protocol first: one that breaks it would fail on
+        the CLI's side with less to go on, so it goes out as a ProtocolError naming the field instead."""
+        found = outgoing_problems(message, cmd)
+        if found:
+            what = f"{cmd} reply" if cmd else "message"
+            message = _failure(message.get("id"), "ProtocolError", f"the worker's {what} breaks the protocol: {'; '.join(found)}")
         try:
             self.sock.sendall((json.dumps(message) + "\n").encode("utf-8"))
         except (ConnectionError, OSError):
             pass  # the CLI went away; the next receive() returns None and we shut down
+
+
+def _failure(request_id: Any, kind: str, text: str) -> dict[str, Any]:
+    return {"id": request_id, "ok": False, "error": {"type": kind, "message": text}}
 
 
 def _broadcast(message: dict[str, Any] | None) -> dict[str, Any]:
@@ -73,17 +98,9 @@ def _broadcast(message: dict[str, Any] | None) -> dict[str, Any]:
     return box[0]  # type: ignore[return-value]
 
 
-def _require(message: dict[str, Any], key: str, kind: type = str) -> Any:
-    from .config import ConfigError
-
-    value = message.get(key)
-    if not isinstance(value, kind):
-        raise ConfigError(f"{message['cmd']}: field {key} must be a {kind.__name__}")
-    return value
-
-
 def _dispatch(state: dict[str, Any], message: dict[str, Any]) -> dict[str, Any]:
-    from .config import ConfigError, WorkerConfig
+    """Runs a command the protocol schema has accepted (Channel.receive), so its fields are there and well typed."""
+    from .config import WorkerConfig
 
     cmd = message["cmd"]
     if cmd == "init":
@@ -91,7 +108,7 @@ def _dispatch(state: dict[str, Any], message: dict[str, Any]) -> dict[str, Any]:
             raise ConfigError("init: the worker is already initialised")
         from .trainer import Trainer
 
-        config = WorkerConfig.from_dict(_require(message, "config", dict))
+        config = WorkerConfig.from_dict(message["config"])
         started = time.monotonic()
         trainer = Trainer(config)
         state["trainer"] = trainer
@@ -100,31 +117,25 @@ def _dispatch(state: dict[str, Any], message: dict[str, Any]) -> dict[str, Any]:
     if trainer is None:
         raise ConfigError(f"{cmd}: send init first")
     if cmd == "compute_log_probs":
-        return trainer.compute_log_probs(_require(message, "batch"), _require(message, "out"))
+        return trainer.compute_log_probs(message["batch"], message["out"])
     if cmd == "update":
-        log_probs = message.get("log_probs")
-        if log_probs is not None and not isinstance(log_probs, str):
-            raise ConfigError("update: field log_probs must be a string")
-        return trainer.update(_require(message, "batch"), log_probs)
+        return trainer.update(message["batch"], message.get("log_probs"))
     if cmd == "save_weights":
-        dtype = message.get("dtype")
-        return trainer.save_weights(_require(message, "dir"), dtype if isinstance(dtype, str) else None)
+        return trainer.save_weights(message["dir"], message.get("dtype"))
     if cmd == "save_checkpoint":
-        return trainer.save_checkpoint(_require(message, "dir"))
+        return trainer.save_checkpoint(message["dir"])
     if cmd == "load_checkpoint":
-        return trainer.load_checkpoint(_require(message, "dir"))
+        return trainer.load_checkpoint(message["dir"])
     if cmd == "fingerprint":
         return trainer.fingerprint()
     if cmd == "sft_step":
-        return trainer.sft_step(_require(message, "batch"))
+        return trainer.sft_step(message["batch"])
     if cmd == "sft_eval":
-        return trainer.sft_eval(_require(message, "batch"))
-    raise ConfigError(f"unknown command {cmd!r}")
+        return trainer.sft_eval(message["batch"])
+    raise RuntimeError(f"the protocol has a command {cmd!r} the worker does not serve")
 
 
 def _error(err: BaseException) -> dict[str, Any]:
-    from .config import ConfigError
-
     return {
         "type": "InputError" if isinstance(err, ConfigError) else type(err).__name__,
         "message": str(err),
@@ -144,7 +155,7 @@ def serve(socket_path: str) -> None:
             message = {"cmd": "shutdown", "id": None, "reason": "socket closed"}
         if message["cmd"] == "shutdown":
             if channel:
-                channel.send({"id": message.get("id"), "ok": True})
+                channel.send({"id": message.get("id"), "ok": True}, "shutdown")
             return
         error = None
         try:
@@ -158,7 +169,7 @@ def serve(socket_path: str) -> None:
         first_error = next((e for e in outcomes if e is not None), None)
         if channel:
             if first_error is None:
-                channel.send({"id": message.get("id"), "ok": True, **result})
+                channel.send({"id": message.get("id"), "ok": True, **result}, message["cmd"])
             else:
                 channel.send({"id": message.get("id"), "ok": False, "error": first_error})
 

@@ -1,17 +1,14 @@
-"""The `init` command's settings, with verl's key names and defaults. Unknown keys and wrong types are refused."""
+"""The `init` command's settings, with verl's key names and defaults. Their types and ranges are the protocol's
+(protocol.schema.json); unknown keys, wrong types and values out of range are refused."""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from .algos import KL_KINDS, LOSS_AGG_MODES
-from .lr_schedule import SCHEDULER_TYPES
+from .protocol import ConfigError, check_init_config
 
-
-class ConfigError(ValueError):
-    """A bad field in a command; the reply names the field."""
+__all__ = ["ConfigError", "WorkerConfig"]
 
 
 @dataclass
@@ -70,29 +67,12 @@ class WorkerConfig:
 
     @staticmethod
     def from_dict(raw: dict[str, Any]) -> "WorkerConfig":
-        known = {f.name: f for f in dataclasses.fields(WorkerConfig)}
-        unknown = sorted(set(raw) - set(known))
-        if unknown:
-            raise ConfigError(f"init: unknown field(s) {', '.join(unknown)}")
-        if "model_path" not in raw:
-            raise ConfigError("init: model_path is required")
-        for name, value in raw.items():
-            _check_type(name, value, known[name].type)
+        # Types, choices, ranges and unknown keys: protocol.schema.json. What is left are rules tying fields together.
+        check_init_config(raw)
         config = WorkerConfig(**raw)
-        _check_choice("loss_agg_mode", config.loss_agg_mode, LOSS_AGG_MODES)
-        _check_choice("kl_loss_type", config.kl_loss_type, KL_KINDS)
-        _check_choice("adv_estimator", config.adv_estimator, ("grpo", "rloo"))
-        _check_choice("dtype", config.dtype, ("float32", "bfloat16"))
-        if config.temperature <= 0:
-            raise ConfigError("init: temperature must be > 0")
-        if config.micro_batch_token_budget < 1 or config.ppo_epochs < 1:
-            raise ConfigError("init: micro_batch_token_budget and ppo_epochs must be >= 1")
         if config.use_kl_loss and not config.use_ref:
             raise ConfigError("init: use_kl_loss needs use_ref: true")
         _check_schedule(config)
-        for name in ("loss_scale_factor", "max_response_length"):
-            if getattr(config, name) is not None and getattr(config, name) <= 0:
-                raise ConfigError(f"init: {name} must be > 0")
         if config.loss_agg_mode == "seq-mean-token-sum-norm" and config.sum_norm_length() is None:
             raise ConfigError("init: loss_agg_mode seq-mean-token-sum-norm needs max_response_length (or loss_scale_factor)")
         return config
@@ -105,39 +85,9 @@ class WorkerConfig:
 
 
 def _check_schedule(config: WorkerConfig) -> None:
-    """The learning-rate schedule's fields: what would otherwise fail (or silently do nothing) at the first step."""
-    _check_choice("lr_scheduler_type", config.lr_scheduler_type, SCHEDULER_TYPES)
-    if not 0.0 <= config.min_lr_ratio <= 1.0:
-        raise ConfigError(f"init: min_lr_ratio must be in [0, 1], got {config.min_lr_ratio}")
-    if not 0.0 <= config.lr_warmup_steps_ratio <= 1.0:
-        raise ConfigError(f"init: lr_warmup_steps_ratio must be in [0, 1], got {config.lr_warmup_steps_ratio}")
-    if config.total_optimizer_steps is not None and config.total_optimizer_steps < 1:
-        raise ConfigError("init: total_optimizer_steps must be >= 1")
+    """The learning-rate schedule's settings that would otherwise fail (or silently do nothing) at the first step."""
     if config.total_optimizer_steps is None:
         if config.lr_scheduler_type == "cosine":
             raise ConfigError("init: lr_scheduler_type cosine needs total_optimizer_steps")
         if config.lr_warmup_steps < 0 and config.lr_warmup_steps_ratio > 0:
             raise ConfigError("init: lr_warmup_steps_ratio needs total_optimizer_steps")
-
-
-def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ConfigError(f"init: {name} must be one of {', '.join(choices)}, got {value!r}")
-
-
-def _check_type(name: str, value: Any, annotation: str) -> None:
-    optional = "None" in annotation
-    if value is None:
-        if not optional:
-            raise ConfigError(f"init: {name} must not be null")
-        return
-    base = annotation.split("|")[0].strip()
-    ok = {
-        "str": isinstance(value, str),
-        "int": isinstance(value, int) and not isinstance(value, bool),
-        "float": isinstance(value, (int, float)) and not isinstance(value, bool),
-        "bool": isinstance(value, bool),
-        "list[float]": isinstance(value, list) and all(isinstance(v, (int, float)) for v in value),
-    }.get(base, True)
-    if not ok:
-        raise ConfigError(f"init: {name} must be {base}, got {type(value).__name__}")

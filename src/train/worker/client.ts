@@ -10,29 +10,25 @@ import { StringDecoder } from "node:string_decoder";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import type { z } from "zod";
-import { WorkerError } from "../../errors.js";
+import { InputError, WorkerError, WorkerInputError } from "../../errors.js";
 import { torchThreadEnv } from "../../torch-threads.js";
 import {
-  computeLogProbsResult,
-  fingerprintResult,
-  initResult,
-  pathResult,
   readyEvent,
   replyEnvelope,
-  sftEvalResult,
-  sftStepResult,
-  updateResult,
+  type Command,
   type ComputeLogProbsResult,
   type FingerprintResult,
   type InitResult,
   type PathResult,
+  type RequestFields,
+  type Result,
   type SftEvalResult,
   type SftStepResult,
   type UpdateResult,
   type WorkerErrorBody,
   type WorkerInitConfig,
 } from "./protocol.js";
+import { replyProblem, requestProblem } from "./validate.js";
 
 const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 const LOG_LINES_KEPT = 80;
@@ -183,7 +179,12 @@ export class WorkerClient {
         onEarlyExit = (code: number | null, signal: NodeJS.Signals | null) => {
           clearTimeout(timer);
           // Let the pipes drain so the error carries the worker's last words.
-          setTimeout(() => reject(new WorkerError(`the worker exited during start-up (${signal ?? `code ${code}`})`, tail.join("\n"))), 100);
+          setTimeout(() => {
+            const log = tail.join("\n");
+            // A checkout updated without re-running the installer lacks a newly added dependency (e.g. jsonschema).
+            const hint = /ModuleNotFoundError: No module named/.test(log) ? "run scripts/install.sh to install the worker's Python packages" : undefined;
+            reject(new WorkerError(`the worker exited during start-up (${signal ?? `code ${code}`})`, log, { hint }));
+          }, 100);
         };
         child.once("error", onEarlyError);
         child.once("exit", onEarlyExit);
@@ -232,51 +233,51 @@ export class WorkerClient {
   }
 
   init(config: WorkerInitConfig): Promise<InitResult> {
-    return this.command("init", { config }, initResult);
+    return this.command("init", { config });
   }
 
   /** Writes old_log_probs, entropy and (with use_ref) ref_log_probs for the batch to `out`. */
   computeLogProbs(batch: string, out: string): Promise<ComputeLogProbsResult> {
-    return this.command("compute_log_probs", { batch, out }, computeLogProbsResult);
+    return this.command("compute_log_probs", { batch, out });
   }
 
   /** One GRPO/PPO update on the batch, with the log-prob file computeLogProbs wrote for it. */
   update(batch: string, logProbs: string): Promise<UpdateResult> {
-    return this.command("update", { batch, log_probs: logProbs }, updateResult);
+    return this.command("update", { batch, log_probs: logProbs });
   }
 
   /** One supervised fine-tuning step on the batch: token-mean cross-entropy over its response_mask tokens. */
   sftStep(batch: string): Promise<SftStepResult> {
-    return this.command("sft_step", { batch }, sftStepResult);
+    return this.command("sft_step", { batch });
   }
 
   /** The SFT loss of a batch without training (validation). */
   sftEval(batch: string): Promise<SftEvalResult> {
-    return this.command("sft_eval", { batch }, sftEvalResult);
+    return this.command("sft_eval", { batch });
   }
 
   /** A Hugging Face folder SGLang can load with /update_weights_from_disk; dtype defaults to the model's own. */
   saveWeights(dir: string, dtype?: "float32" | "bfloat16" | "float16"): Promise<PathResult> {
-    return this.command("save_weights", dtype ? { dir, dtype } : { dir }, pathResult);
+    return this.command("save_weights", dtype ? { dir, dtype } : { dir });
   }
 
   saveCheckpoint(dir: string): Promise<PathResult> {
-    return this.command("save_checkpoint", { dir }, pathResult);
+    return this.command("save_checkpoint", { dir });
   }
 
   loadCheckpoint(dir: string): Promise<PathResult> {
-    return this.command("load_checkpoint", { dir }, pathResult);
+    return this.command("load_checkpoint", { dir });
   }
 
   fingerprint(): Promise<FingerprintResult> {
-    return this.command("fingerprint", {}, fingerprintResult);
+    return this.command("fingerprint", {});
   }
 
   /** Asks the worker to stop, waits for every rank to exit, and cleans up; kills the group if it lingers. */
   async shutdown(graceMs = 30_000): Promise<void> {
     if (!this.exit && this.socket) {
       try {
-        await this.send("shutdown", {});
+        await this.command("shutdown", {});
       } catch {
         // already gone: fall through to the wait and kill below
       }
@@ -295,33 +296,32 @@ export class WorkerClient {
     return this.logTail.join("\n");
   }
 
-  private async command<S extends z.ZodType>(cmd: string, fields: Record<string, unknown>, schema: S): Promise<z.infer<S>> {
+  private async command<C extends Command>(cmd: C, fields: RequestFields<C>): Promise<Result<C>> {
     const reply = await this.send(cmd, fields);
+    const problem = replyProblem(cmd, reply);
+    if (problem) throw new WorkerError(`the worker's ${cmd} reply does not match the protocol: ${problem}`, this.recentLog);
     const { id: _id, ok: _ok, ...result } = reply;
-    const parsed = schema.safeParse(result);
-    if (!parsed.success) {
-      throw new WorkerError(`the worker's ${cmd} reply does not match the protocol: ${parsed.error.message}`, this.recentLog);
-    }
-    return parsed.data;
+    return result as Result<C>;
   }
 
   /** Sends one command and resolves with its successful reply; commands are serialised. */
-  private send(cmd: string, fields: Record<string, unknown>): Promise<Record<string, unknown>> {
+  private send<C extends Command>(cmd: C, fields: RequestFields<C>): Promise<Record<string, unknown>> {
     const run = async () => {
       if (this.exit || !this.socket) throw this.crashError(`cannot send ${cmd}: the worker is not running`);
       const id = ++this.nextId;
+      const request = { id, cmd, ...fields };
+      // Caught here, a bad value names its field before the worker sees it; the worker would refuse it the same way.
+      const problem = requestProblem(request);
+      if (problem) throw new InputError(`the worker's ${cmd} command: ${problem}`);
       const line = await new Promise<string>((resolve, reject) => {
         this.pending = { cmd, resolve, reject };
-        this.socket!.write(JSON.stringify({ id, cmd, ...fields }) + "\n");
+        this.socket!.write(JSON.stringify(request) + "\n");
       });
       const envelope = replyEnvelope.safeParse(safeJson(line));
       if (!envelope.success) throw new WorkerError(`the worker sent a malformed reply: ${line.slice(0, 200)}`, this.recentLog);
       const reply = envelope.data;
       if (reply.id !== id) throw new WorkerError(`the worker answered command ${reply.id} while ${id} (${cmd}) was pending`, this.recentLog);
-      if (!reply.ok) {
-        const error = (reply as { error: WorkerErrorBody }).error;
-        throw new WorkerError(`worker ${cmd} failed: ${error.type}: ${error.message}`, error.traceback ?? this.recentLog);
-      }
+      if (!reply.ok) throw workerFailure(cmd, (reply as { error: WorkerErrorBody }).error, this.recentLog);
       return reply as Record<string, unknown>;
     };
     const result = this.queue.then(run, run);
@@ -405,6 +405,12 @@ function killGroup(child: ChildProcess): void {
   } catch {
     // the group is already gone
   }
+}
+
+/** The worker's InputError is the user's to fix, like the CLI's own (exit 2); anything else is a worker failure. */
+function workerFailure(cmd: string, error: WorkerErrorBody, recentLog: string): WorkerError {
+  const Failure = error.type === "InputError" ? WorkerInputError : WorkerError;
+  return new Failure(`worker ${cmd} failed: ${error.type}: ${error.message}`, error.traceback ?? recentLog);
 }
 
 function safeJson(line: string): unknown {

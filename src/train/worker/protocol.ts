@@ -1,104 +1,150 @@
 /**
- * The worker protocol's messages (docs/worker-protocol.md): the `init` settings and zod schemas of every reply.
- * Mirrors worker/agentrl_worker/config.py and __main__.py.
+ * The worker protocol's one definition (docs/worker-protocol.md): every request the CLI sends and every reply and
+ * event the worker sends. The client checks its requests and the worker's replies against these zod schemas;
+ * `npm run protocol:schema` turns them into worker/agentrl_worker/protocol.schema.json, which the Python worker checks
+ * every request (and its own replies) against. Change a message here, regenerate, and both sides follow.
+ *
+ * Only what a JSON Schema can say lives here (types, enums, ranges, required and unknown fields). Rules that tie
+ * two fields together (use_kl_loss needs use_ref, cosine needs total_optimizer_steps, ...) are the worker's
+ * (config.py), checked at `init`.
  */
 import { z } from "zod";
 
-/** `init` settings, with verl's names; defaults live in the worker (config.py) and are listed in the protocol doc. */
-export interface WorkerInitConfig {
-  model_path: string;
-  dtype?: "float32" | "bfloat16";
-  seed?: number;
-  lr?: number;
-  betas?: [number, number];
-  weight_decay?: number;
-  /** Negative (the worker's default, -1): lr_warmup_steps_ratio × total_optimizer_steps. */
-  lr_warmup_steps?: number;
-  lr_warmup_steps_ratio?: number;
-  lr_scheduler_type?: "constant" | "cosine";
-  min_lr_ratio?: number;
-  num_cycles?: number;
-  /** The run's optimizer steps: needed by the cosine schedule and by lr_warmup_steps_ratio. */
-  total_optimizer_steps?: number | null;
-  grad_clip?: number;
-  reshard_after_forward?: boolean;
-  use_ref?: boolean;
-  gradient_checkpointing?: boolean;
-  micro_batch_token_budget?: number;
-  temperature?: number;
-  ppo_mini_batch_size?: number | null;
-  ppo_epochs?: number;
-  clip_ratio_low?: number;
-  clip_ratio_high?: number;
-  clip_ratio_c?: number;
-  loss_agg_mode?: "token-mean" | "seq-mean-token-sum" | "seq-mean-token-mean" | "seq-mean-token-sum-norm";
-  loss_scale_factor?: number | null;
-  /** data.max_response_length: L of seq-mean-token-sum-norm when loss_scale_factor is null. */
-  max_response_length?: number | null;
-  use_kl_loss?: boolean;
-  kl_loss_coef?: number;
-  kl_loss_type?: "k1" | "kl" | "abs" | "k2" | "mse" | "k3" | "low_var_kl";
-  entropy_coeff?: number;
-  adv_estimator?: "grpo" | "rloo";
-  norm_adv_by_std_in_grpo?: boolean;
-  rollout_is_threshold?: number | null;
+export const PROTOCOL_VERSION = 1;
+
+const filePath = z.string().min(1);
+const int = () => z.number().int();
+const beta = z.number().min(0).lt(1);
+
+/** `init`'s settings, with verl's names; the defaults live in the worker (config.py) and in the protocol doc. */
+export const initConfig = z.strictObject({
+  model_path: z.string().min(1).describe("Hugging Face model folder"),
+  dtype: z.enum(["float32", "bfloat16"]).optional(),
+  seed: int().optional(),
+  lr: z.number().nonnegative().optional(),
+  betas: z.tuple([beta, beta]).optional(),
+  weight_decay: z.number().nonnegative().optional(),
+  lr_warmup_steps: int().optional().describe("negative: lr_warmup_steps_ratio decides"),
+  lr_warmup_steps_ratio: z.number().min(0).max(1).optional(),
+  lr_scheduler_type: z.enum(["constant", "cosine"]).optional(),
+  min_lr_ratio: z.number().min(0).max(1).optional(),
+  num_cycles: z.number().positive().optional(),
+  total_optimizer_steps: int().min(1).nullable().optional(),
+  grad_clip: z.number().positive().optional(),
+  reshard_after_forward: z.boolean().optional(),
+  use_ref: z.boolean().optional(),
+  ref_offload: z.boolean().optional(),
+  gradient_checkpointing: z.boolean().optional(),
+  micro_batch_token_budget: int().min(1).optional(),
+  temperature: z.number().positive().optional(),
+  ppo_mini_batch_size: int().min(1).nullable().optional(),
+  ppo_epochs: int().min(1).optional(),
+  clip_ratio_low: z.number().nonnegative().optional(),
+  clip_ratio_high: z.number().nonnegative().optional(),
+  clip_ratio_c: z.number().gt(1).optional(),
+  loss_agg_mode: z.enum(["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"]).optional(),
+  loss_scale_factor: z.number().positive().nullable().optional(),
+  max_response_length: int().positive().nullable().optional(),
+  use_kl_loss: z.boolean().optional(),
+  kl_loss_coef: z.number().nonnegative().optional(),
+  kl_loss_type: z.enum(["k1", "kl", "abs", "k2", "mse", "k3", "low_var_kl"]).optional(),
+  entropy_coeff: z.number().optional(),
+  adv_estimator: z.enum(["grpo", "rloo"]).optional(),
+  norm_adv_by_std_in_grpo: z.boolean().optional(),
+  rollout_is_threshold: z.number().positive().nullable().optional(),
+});
+export type WorkerInitConfig = z.input<typeof initConfig>;
+
+/** `{id, cmd, ...fields}`; unknown fields are refused, so a misspelt field fails instead of being ignored. */
+function request<C extends string, S extends z.ZodRawShape>(cmd: C, fields: S) {
+  return z.strictObject({ id: int().min(0), cmd: z.literal(cmd), ...fields });
 }
 
-export const readyEvent = z.object({
+/** Every command the worker serves, keyed by its `cmd`. */
+export const requests = {
+  init: request("init", { config: initConfig }),
+  compute_log_probs: request("compute_log_probs", { batch: filePath, out: filePath }),
+  update: request("update", { batch: filePath, log_probs: filePath.nullable().optional() }),
+  sft_step: request("sft_step", { batch: filePath }),
+  sft_eval: request("sft_eval", { batch: filePath }),
+  save_weights: request("save_weights", { dir: filePath, dtype: z.enum(["bfloat16", "float32", "float16"]).optional() }),
+  save_checkpoint: request("save_checkpoint", { dir: filePath }),
+  load_checkpoint: request("load_checkpoint", { dir: filePath }),
+  fingerprint: request("fingerprint", {}),
+  shutdown: request("shutdown", {}),
+};
+export type Command = keyof typeof requests;
+export const COMMANDS = Object.keys(requests) as Command[];
+/** A command's fields besides `id` and `cmd`. */
+export type RequestFields<C extends Command> = Omit<z.input<(typeof requests)[C]>, "id" | "cmd">;
+
+export const readyEvent = z.strictObject({
   event: z.literal("ready"),
-  protocol: z.literal(1),
-  world_size: z.number().int().positive(),
-  pid: z.number().int(),
+  protocol: z.literal(PROTOCOL_VERSION),
+  world_size: int().positive(),
+  pid: int(),
 });
 
-export const workerErrorBody = z.object({
-  type: z.string(),
+export const workerErrorBody = z.strictObject({
+  type: z.string().describe("InputError (the caller's input), ProtocolError (not a command), or the Python exception class"),
   message: z.string(),
   traceback: z.string().optional(),
 });
 
-/** Every reply: `{id, ok: true, ...result}` or `{id, ok: false, error}`. */
-export const replyEnvelope = z.union([
-  z.object({ id: z.number().int().nullable(), ok: z.literal(true) }).passthrough(),
-  z.object({ id: z.number().int().nullable(), ok: z.literal(false), error: workerErrorBody }),
-]);
+const replyId = int().nullable().describe("the request's id; null when the request had none");
+
+export const errorReply = z.strictObject({ id: replyId, ok: z.literal(false), error: workerErrorBody });
+/** Tells a success from a failure; the success is then checked against its command's reply schema. */
+export const replyEnvelope = z.union([z.object({ id: replyId, ok: z.literal(true) }).passthrough(), errorReply]);
 
 const metrics = z.record(z.string(), z.number());
+const pathResult = z.strictObject({ path: z.string(), step: int() });
 
-export const initResult = z.object({
-  world_size: z.number().int().positive(),
-  device: z.string(),
-  fsdp: z.enum(["fsdp2", "fsdp1"]),
-  load_s: z.number(),
-});
-export const computeLogProbsResult = z.object({ path: z.string(), metrics });
-export const updateResult = z.object({
-  metrics,
-  step: z.number().int(),
-  /** Advantage of each batch row, in row order. */
-  advantages: z.array(z.number()).optional(),
-});
-export const sftStepResult = z.object({
-  step: z.number().int(),
-  metrics: z.object({
-    "sft/loss": z.number(),
-    "sft/tokens": z.number(),
-    "sft/grad_norm": z.number(),
-    "sft/lr": z.number(),
-    "sft/skipped_step": z.number(),
+/** Each command's result: the fields of its successful reply besides `id` and `ok`. */
+export const results = {
+  init: z.strictObject({
+    world_size: int().positive(),
+    device: z.string(),
+    fsdp: z.enum(["fsdp2", "fsdp1"]),
+    load_s: z.number(),
   }),
-});
-export const sftEvalResult = z.object({
-  metrics: z.object({ "val/loss": z.number(), "val/nll_sum": z.number(), "val/tokens": z.number() }),
-});
-export const pathResult = z.object({ path: z.string(), step: z.number().int() });
-export const fingerprintResult = z.object({ params: z.string(), optimizer: z.string(), step: z.number().int() });
+  compute_log_probs: z.strictObject({ path: z.string(), metrics }),
+  update: z.strictObject({
+    metrics,
+    step: int(),
+    advantages: z.array(z.number()).optional().describe("one per batch row, in row order"),
+  }),
+  sft_step: z.strictObject({
+    step: int(),
+    metrics: z.strictObject({
+      "sft/loss": z.number(),
+      "sft/tokens": z.number(),
+      "sft/grad_norm": z.number(),
+      "sft/lr": z.number(),
+      "sft/skipped_step": z.number(),
+    }),
+  }),
+  sft_eval: z.strictObject({
+    metrics: z.strictObject({ "val/loss": z.number(), "val/nll_sum": z.number(), "val/tokens": z.number() }),
+  }),
+  save_weights: pathResult,
+  save_checkpoint: pathResult,
+  load_checkpoint: pathResult,
+  fingerprint: z.strictObject({ params: z.string(), optimizer: z.string(), step: int() }),
+  shutdown: z.strictObject({}),
+} satisfies Record<Command, z.ZodType>;
+export type Result<C extends Command> = z.output<(typeof results)[C]>;
+
+/** A command's whole successful reply, `{id, ok: true, ...result}`. */
+export function okReply<C extends Command>(cmd: C) {
+  return results[cmd].extend({ id: replyId, ok: z.literal(true) });
+}
 
 export type WorkerErrorBody = z.infer<typeof workerErrorBody>;
-export type InitResult = z.infer<typeof initResult>;
-export type ComputeLogProbsResult = z.infer<typeof computeLogProbsResult>;
-export type UpdateResult = z.infer<typeof updateResult>;
-export type SftStepResult = z.infer<typeof sftStepResult>;
-export type SftEvalResult = z.infer<typeof sftEvalResult>;
-export type PathResult = z.infer<typeof pathResult>;
-export type FingerprintResult = z.infer<typeof fingerprintResult>;
+export type InitResult = Result<"init">;
+export type ComputeLogProbsResult = Result<"compute_log_probs">;
+export type UpdateResult = Result<"update">;
+export type SftStepResult = Result<"sft_step">;
+export type SftEvalResult = Result<"sft_eval">;
+export type PathResult = Result<"save_weights">;
+export type FingerprintResult = Result<"fingerprint">;
