@@ -18,7 +18,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { CLI, REPO_ROOT, runCli } from "./helpers/cli.js";
 import { DEMO_CONFIG, pollUntil } from "./helpers/train.js";
 import { repeatCommand, resumeCommand, shellQuote } from "../src/train/resume-hint.js";
-import { resolveTrainConfig, runDirOf, trainResumeHint } from "../src/cli/train-view.js";
+import { resolveTrainConfig, runDirOf, trainResumeHint } from "../src/train/command.js";
 import { RunDir } from "../src/train/run-dir.js";
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), "agentrl-resume-hint-"));

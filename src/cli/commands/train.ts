@@ -49,7 +49,7 @@ step's trajectories, readable with 'agentrl inspect'), checkpoints/, logs/. Ctrl
 --resume continues with no prompt skipped or repeated.`,
     )
     .action(async (flags: TrainFlags) => {
-      const { runTrainCommand } = await import("../train-view.js");
+      const { runTrainCommand } = await import("../../train/command.js");
       await runTrainCommand(flags);
     });
 }

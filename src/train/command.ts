@@ -11,13 +11,13 @@ import { overSampleTarget } from "../rollout/over-sample.js";
 import { readParquetInfo } from "../data/parquet.js";
 import { readPrompts, type Prompt } from "../rollout/sample.js";
 import { loadRolloutParts, makeClient, readApiKey } from "../rollout/setup.js";
-import { trainConfigSchema, asList, type TrainConfig } from "../train/config.js";
-import { optimizerStepsPerStep, totalOptimizerSteps, totalSteps, trainLoop, type TrainReporter } from "../train/loop.js";
-import { RunDir } from "../train/run-dir.js";
-import type { TrainFlags } from "./commands/train.js";
+import { trainConfigSchema, asList, type TrainConfig } from "./config.js";
+import { optimizerStepsPerStep, totalOptimizerSteps, totalSteps, trainLoop, type TrainReporter } from "./loop.js";
+import { RunDir } from "./run-dir.js";
+import type { TrainFlags } from "../cli/commands/train.js";
 import { applySets, readYamlConfig, setPath, validateConfig, type ConfigTree } from "../config/tree.js";
 import { handleInterrupts } from "../interrupt.js";
-import { repeatCommand, resumeCommand } from "../train/resume-hint.js";
+import { repeatCommand, resumeCommand } from "./resume-hint.js";
 import { formatDuration, style, writeLogTail } from "../term.js";
 
 export async function resolveTrainConfig(flags: TrainFlags): Promise<TrainConfig> {
@@ -232,7 +232,7 @@ export async function runTrainCommand(flags: TrainFlags): Promise<void> {
   const stop = handleInterrupts("finishing the current phase and saving a checkpoint");
 
   const { startEngine } = await import("../serve/index.js");
-  const { WorkerClient } = await import("../train/worker/index.js");
+  const { WorkerClient } = await import("./worker/index.js");
   let engine: Awaited<ReturnType<typeof startEngine>> | undefined;
   let worker: Awaited<ReturnType<typeof WorkerClient.start>> | undefined;
   let client: ReturnType<typeof makeClient> | undefined;
@@ -243,7 +243,7 @@ export async function runTrainCommand(flags: TrainFlags): Promise<void> {
   // Validating model.path needs the engine alone; the worker is there to load a checkpoint and push its weights.
   const needsWorker = !valOnly || resumeState !== undefined;
   const tensorboard = config.trainer.logger.includes("tensorboard")
-    ? (await import("../train/tensorboard.js")).startTensorboard(
+    ? (await import("./tensorboard.js")).startTensorboard(
         path.join(runDir.root, "tensorboard"),
         `${config.trainer.project_name}/${config.trainer.experiment_name}`,
         (m) => reporter.note(m),
