@@ -42,7 +42,7 @@ describe("the resume hint", () => {
     expect(runDir.root).toBe(path.join("runs", "hint-check"));
     expect(trainResumeHint(config, flags, runDir)).toBe(`agentrl train --config ${path.join("runs", "hint-check", "config.yaml")} --resume`);
 
-    // The run writes its config.yaml so (train-view.ts); resolving that file alone gives back every override.
+    // The run writes its config.yaml so (train/command.ts); resolving that file alone gives back every override.
     const stored = new RunDir(path.join(scratch, "train-config"));
     await stored.writeConfig(config);
     const resumed = await resolveTrainConfig({ config: stored.configFile, resume: true });
