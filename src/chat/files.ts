@@ -8,6 +8,7 @@ import { z } from "zod";
 import { readJsonFile } from "../data/json-file.js";
 import { readTextFile } from "../data/text-file.js";
 import { InputError } from "../errors.js";
+import { formatIssues } from "../zod-issues.js";
 
 /** A special token as tokenizer_config.json spells it: a plain string, or an AddedToken dict with `content`. */
 const tokenSpelling = z.union([z.string(), z.looseObject({ content: z.string() })]).nullish();
@@ -60,12 +61,6 @@ export interface ModelFiles {
   chatTemplateFile: string;
 }
 
-function describeIssues(error: z.ZodError): string {
-  return error.issues
-    .map((issue) => `${issue.path.length ? issue.path.join(".") : "(top level)"}: ${issue.message}`)
-    .join("; ");
-}
-
 const MODEL_FOLDER_HINT = "--model must be a Hugging Face model folder holding tokenizer.json and tokenizer_config.json";
 
 function readJson(file: string, required: boolean): Promise<unknown> {
@@ -74,7 +69,7 @@ function readJson(file: string, required: boolean): Promise<unknown> {
 
 function validate<T>(schema: z.ZodType<T>, value: unknown, file: string): T {
   const parsed = schema.safeParse(value);
-  if (!parsed.success) throw new InputError(`${file}: ${describeIssues(parsed.error)}`);
+  if (!parsed.success) throw new InputError(`${file}: ${formatIssues(parsed.error)}`);
   return parsed.data;
 }
 

@@ -56,13 +56,6 @@ export const toolSchemasSchema = z.array(
   }),
 );
 
-/** `[1].tool_calls[0].function.name`, the way a reader finds the place in a JSON file. */
-export function formatJsonPath(path: readonly PropertyKey[]): string {
-  if (path.length === 0) return "(top level)";
-  const parts = path.map((part) => (typeof part === "number" ? `[${part}]` : `.${String(part)}`));
-  return parts.join("").replace(/^\./, "");
-}
-
 /**
  * Prepares messages for a template: tool-call arguments given as JSON strings become objects (templates apply
  * `| tojson` to them, which would otherwise print a quoted string), and a missing assistant content becomes "" (the

@@ -6,8 +6,9 @@ import { z } from "zod";
 import { readJsonFile } from "../data/json-file.js";
 import { InputError, UsageError } from "../errors.js";
 import { colorEnabled, style } from "../term.js";
+import { formatIssues } from "../zod-issues.js";
 import { DRIFT_MODES, type DriftMode, type DriftReport } from "./drift.js";
-import { chatMessagesSchema, formatJsonPath, toolSchemasSchema, type ChatMessage, type ToolSchema } from "./messages.js";
+import { chatMessagesSchema, toolSchemasSchema, type ChatMessage, type ToolSchema } from "./messages.js";
 import { loadChatModel, type ChatModel } from "./model.js";
 import { replayConversation } from "./replay.js";
 import type { Conversation } from "./conversation.js";
@@ -30,14 +31,8 @@ const toolsFileSchema = z.union([toolSchemasSchema, z.looseObject({ tools: toolS
 function validate<T>(schema: z.ZodType<T>, value: unknown, file: string): T {
   const parsed = schema.safeParse(value);
   if (parsed.success) return parsed.data;
-  // A union reports its branches' issues; the deepest issue path is the most useful place to name.
-  const issues = parsed.error.issues.flatMap((issue) =>
-    issue.code === "invalid_union"
-      ? issue.errors.flat().map((inner) => ({ ...inner, path: [...issue.path, ...inner.path] }))
-      : [issue],
-  );
-  const deepest = issues.reduce((best, issue) => (issue.path.length > best.path.length ? issue : best), issues[0]!);
-  throw new InputError(`${file}: ${formatJsonPath(deepest.path)}: ${deepest.message}`);
+  // The file is a list or an object holding one: name the deepest place either reading reached.
+  throw new InputError(`${file}: ${formatIssues(parsed.error, { only: "deepest", style: "json" })}`);
 }
 
 

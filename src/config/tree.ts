@@ -7,6 +7,7 @@ import { load as loadYaml } from "js-yaml";
 import { z } from "zod";
 import { InputError, UsageError } from "../errors.js";
 import { readYamlFile } from "../data/yaml-file.js";
+import { formatIssue, formatIssuePath } from "../zod-issues.js";
 
 export type ConfigTree = Record<string, unknown>;
 
@@ -106,25 +107,18 @@ function objectShapeAt(schema: z.ZodType, path: readonly PropertyKey[]): Record<
 
 /** Every zod issue as `path: message`; unknown keys get the nearest valid key at the same level. */
 export function describeConfigIssues(schema: z.ZodType, error: z.ZodError): string[] {
-  const lines: string[] = [];
-  for (const issue of error.issues) {
-    if (issue.code === "unrecognized_keys") {
-      const shape = objectShapeAt(schema, issue.path);
-      for (const key of issue.keys) {
-        const where = [...issue.path.map(String), key].join(".");
-        const suggestion = shape ? nearest(key, Object.keys(shape)) : undefined;
-        const prefix = issue.path.length ? `${issue.path.join(".")}.` : "";
-        lines.push(
-          suggestion
-            ? `${where}: unknown key (did you mean ${prefix}${suggestion}?)`
-            : `${where}: unknown key${shape ? ` (valid keys here: ${Object.keys(shape).join(", ")})` : ""}`,
-        );
-      }
-      continue;
-    }
-    lines.push(`${issue.path.length ? issue.path.join(".") : "(config)"}: ${issue.message}`);
-  }
-  return lines;
+  return error.issues.flatMap((issue) => {
+    if (issue.code !== "unrecognized_keys") return [formatIssue(issue)];
+    const shape = objectShapeAt(schema, issue.path);
+    return issue.keys.map((key) => formatIssue({ ...issue, path: [...issue.path, key], message: unknownKeyMessage(key, issue.path, shape) }));
+  });
+}
+
+function unknownKeyMessage(key: string, path: readonly PropertyKey[], shape: Record<string, z.ZodType> | undefined): string {
+  if (!shape) return "unknown key";
+  const suggestion = nearest(key, Object.keys(shape));
+  if (!suggestion) return `unknown key (valid keys here: ${Object.keys(shape).join(", ")})`;
+  return `unknown key (did you mean ${path.length ? `${formatIssuePath(path)}.` : ""}${suggestion}?)`;
 }
 
 /** Validates a merged config tree; throws an InputError listing every problem. */

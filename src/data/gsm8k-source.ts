@@ -11,7 +11,7 @@ import { extractGroundTruth, type RawGsm8k, type Split } from "./gsm8k.js";
 import { describeFileError } from "./input-file.js";
 import { readJsonLines } from "./jsonl.js";
 import { streamParquetRows } from "./parquet.js";
-import { formatIssues } from "./verl-rows.js";
+import { formatIssues } from "../zod-issues.js";
 
 export const SPLITS: readonly Split[] = ["train", "test"];
 

@@ -39,9 +39,5 @@ export const verlRowSchema = z
 
 export type VerlRow = z.infer<typeof verlRowSchema>;
 
-/** Formats zod issues as `field.path: message` lines, the way every agentrl input error names its place. */
-export function formatIssues(error: z.ZodError): string {
-  return error.issues
-    .map((issue) => `${issue.path.length ? issue.path.join(".") : "(row)"}: ${issue.message}`)
-    .join("; ");
-}
+// data/trajectory-store.ts still imports the formatter from here; the one definition is src/zod-issues.ts.
+export { formatIssues } from "../zod-issues.js";

@@ -6,6 +6,7 @@
 import { parseTemplateKwargs } from "../chat/template-command.js";
 import { z } from "zod";
 import { InputError, UsageError } from "../errors.js";
+import { formatIssues } from "../zod-issues.js";
 import { getPath, readYamlConfig } from "../config/tree.js";
 import type { DoctorOptions } from "./types.js";
 
@@ -45,7 +46,7 @@ async function readConfigValues(file: string): Promise<ConfigValues> {
     const raw = getPath(tree, key);
     if (raw === undefined) continue;
     const parsed = (schema as z.ZodType).safeParse(raw);
-    if (!parsed.success) throw new InputError(`${file}: ${key}: ${parsed.error.issues[0]?.message ?? "invalid value"}`);
+    if (!parsed.success) throw new InputError(`${file}: ${formatIssues(parsed.error, { only: "first", at: key })}`);
     if (parsed.data !== null) values[name] = parsed.data;
   }
   return values as ConfigValues;

@@ -7,6 +7,7 @@ import { existsSync } from "node:fs";
 import path from "node:path";
 import { z } from "zod";
 import { loadChatModel, type ChatModel } from "../chat/index.js";
+import { formatIssues } from "../zod-issues.js";
 import { request, serverMessage, type HttpAnswer } from "./http.js";
 import type { CheckResult, DoctorOptions } from "./types.js";
 
@@ -92,7 +93,7 @@ export async function checkServer(options: DoctorOptions): Promise<{ result: Che
   }
   const modelInfo = modelInfoSchema.safeParse(info.json);
   if (!modelInfo.success) {
-    return { result: { id: "server", title: title.server, status: "fail", detail: `/model_info is not SGLang's shape: ${modelInfo.error.issues[0]?.message}` } };
+    return { result: { id: "server", title: title.server, status: "fail", detail: `/model_info is not SGLang's shape at ${formatIssues(modelInfo.error, { only: "first" })}` } };
   }
   const serverAnswer = await request(options.server, "GET", "/server_info", http);
   const serverInfo = serverAnswer.ok && serverAnswer.status === 200 ? serverInfoSchema.safeParse(serverAnswer.json) : undefined;
@@ -211,8 +212,7 @@ async function generateOnce(options: DoctorOptions, inputIds: number[], sampling
   if (answer.status !== 200) return { kind: "problem", detail: `/generate answered ${answer.status}: ${serverMessage(answer)}` };
   const parsed = generateSchema.safeParse(answer.json);
   if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    return { kind: "problem", detail: `/generate's answer is not SGLang's shape at ${issue?.path.join(".") || "(top)"}: ${issue?.message}` };
+    return { kind: "problem", detail: `/generate's answer is not SGLang's shape at ${formatIssues(parsed.error, { only: "first" })}` };
   }
   const meta = parsed.data.meta_info;
   return {

@@ -6,6 +6,7 @@
 import { randomUUID } from "node:crypto";
 import { Agent, type Dispatcher } from "undici";
 import { UsageError } from "../errors.js";
+import { formatIssues } from "../zod-issues.js";
 import { EngineConnectionError, EngineServerError } from "./errors.js";
 import { sendAttempt, type AttemptOutcome } from "./http.js";
 import { AdaptiveLimit, type LoadSignal } from "./adaptive-limit.js";
@@ -344,8 +345,7 @@ export class SglangClient {
     }
     const parsed = generateResponseSchema.safeParse(json);
     if (!parsed.success) {
-      const issue = parsed.error.issues[0];
-      return fail(`${issue?.path.join(".") || "(root)"}: ${issue?.message ?? "invalid"}`, parsed.error);
+      return fail(formatIssues(parsed.error, { only: "first" }), parsed.error);
     }
     try {
       this.pool.markHealthy(server);

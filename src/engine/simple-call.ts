@@ -5,6 +5,7 @@
 import type { Dispatcher } from "undici";
 import type { z } from "zod";
 import { EngineConnectionError, EngineServerError } from "./errors.js";
+import { formatIssues } from "../zod-issues.js";
 import { sendAttempt } from "./http.js";
 import type { FailureKind } from "./types.js";
 import { errorMessageOf, excerpt } from "./wire.js";
@@ -99,9 +100,8 @@ export async function callJson<S extends z.ZodType>(
   }
   const parsed = schema.safeParse(json);
   if (!parsed.success) {
-    const issue = parsed.error.issues[0];
     throw new EngineServerError(
-      `${server}${path} sent an unexpected shape at ${issue?.path.join(".") || "(root)"}: ${issue?.message}`,
+      `${server}${path} sent an unexpected shape at ${formatIssues(parsed.error, { only: "first" })}`,
       status,
       excerpt(bodyText),
       "bad_response",

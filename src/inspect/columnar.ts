@@ -12,7 +12,7 @@ import { makeVector, tableFromIPC, type Data, type Field, type Schema, type Vect
 import * as parquet from "parquet-wasm";
 import { InputError } from "../errors.js";
 import { openParquetFile, tableRows } from "../data/parquet.js";
-import { formatIssues } from "../data/verl-rows.js";
+import { formatIssues } from "../zod-issues.js";
 import { trajectoryArrowSchema, trajectorySchema, type Trajectory } from "../data/trajectory.js";
 import type { TrajectoryRecord } from "./record.js";
 

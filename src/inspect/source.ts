@@ -8,6 +8,7 @@ import path from "node:path";
 import { load as loadYaml } from "js-yaml";
 import { z } from "zod";
 import { AgentrlError, InputError } from "../errors.js";
+import { formatIssues } from "../zod-issues.js";
 import { describeFileError } from "../data/input-file.js";
 import { readJsonLines } from "../data/jsonl.js";
 import { readTrajectories } from "../data/trajectory-store.js";
@@ -107,8 +108,7 @@ export async function readMetrics(dir: string): Promise<MetricsRow[]> {
     if (error) throw new InputError(`${file}:${line}: ${error}`);
     const parsed = metricsLineSchema.safeParse(value);
     if (!parsed.success) {
-      const issue = parsed.error.issues[0];
-      throw new InputError(`${file}:${line}: ${issue?.path.join(".") || "line"}: ${issue?.message ?? "not a metrics object"}`);
+      throw new InputError(`${file}:${line}: ${formatIssues(parsed.error, { only: "first" })}`);
     }
     const values = bySteps.get(parsed.data.step) ?? {};
     for (const [key, v] of Object.entries(parsed.data)) {

@@ -1,6 +1,6 @@
 /** The summary as text: the tables of issue 8 (per data source, finish reasons, turns, tools, lengths, drift, masks). */
 import type { InspectSummary } from "./summary.js";
-import { fitTable, fmt, painter, pct, wrapText, type Look } from "./output.js";
+import { fitTable, fmt, painter, pct, wrapText, type Look, type Painter } from "./output.js";
 
 const byCount = (counts: Record<string, number>) => Object.entries(counts).sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
 const byNumericKey = (counts: Record<string, number>) => Object.entries(counts).sort((a, b) => Number(a[0]) - Number(b[0]));
@@ -14,75 +14,91 @@ export function bar(count: number, total: number, width: number): string {
 
 export function renderSummary(s: InspectSummary, look: Look, title: string): string {
   const p = painter(look);
-  const o = s.overall;
-  // Tables are laid out to the width by fitTable; sentences, and the title (a file path can be long), wrap here.
-  const say = (line: string) => out.push(wrapText(line, look.width));
-  const out: string[] = [p.bold(wrapText(title, look.width))];
-  if (o.count === 0) {
-    out.push("no trajectories");
-    return out.join("\n");
-  }
+  const head = p.bold(wrapText(title, look.width));
+  if (s.overall.count === 0) return [head, "no trajectories"].join("\n");
   const barWidth = Math.max(5, Math.min(30, look.width - 40));
+  // Tables are laid out to the width by fitTable; the title (a file path can be long) and the sentences wrap.
+  return [
+    head,
+    rewardTable(s, look),
+    ...outcomeTables(s, look, barWidth),
+    ...toolSection(s, look),
+    ...lengthSection(s, look, barWidth),
+    ...healthLines(s, look, p),
+  ].join("\n");
+}
 
-  out.push(
-    fitTable(
-      look,
-      ["data source", "trajectories", "reward mean", "std", "min", "max", "accuracy"],
-      [
-        ...s.byDataSource.map((d) => [d.dataSource, d.count, fmt(d.reward.mean), fmt(d.reward.std), fmt(d.reward.min), fmt(d.reward.max), pct(d.accuracy)]),
-        ...(s.byDataSource.length > 1
-          ? [["all", o.count, fmt(o.reward.mean), fmt(o.reward.std), fmt(o.reward.min), fmt(o.reward.max), pct(o.accuracy)]]
-          : []),
-      ],
-    ),
+/** Reward per data source, with an "all" row when there are several. */
+function rewardTable(s: InspectSummary, look: Look): string {
+  const o = s.overall;
+  return fitTable(
+    look,
+    ["data source", "trajectories", "reward mean", "std", "min", "max", "accuracy"],
+    [
+      ...s.byDataSource.map((d) => [d.dataSource, d.count, fmt(d.reward.mean), fmt(d.reward.std), fmt(d.reward.min), fmt(d.reward.max), pct(d.accuracy)]),
+      ...(s.byDataSource.length > 1
+        ? [["all", o.count, fmt(o.reward.mean), fmt(o.reward.std), fmt(o.reward.min), fmt(o.reward.max), pct(o.accuracy)]]
+        : []),
+    ],
   );
+}
 
-  out.push(fitTable(look, ["status", "count"], byCount(o.byStatus)));
-  out.push(fitTable(look, ["finish reason", "count", "share"], byCount(o.finishReasons).map(([k, c]) => [k, c, pct(c / o.count)])));
-  out.push(
-    fitTable(look, ["assistant turns", "trajectories", ""], byNumericKey(o.turnsHistogram).map(([k, c]) => [k, c, bar(c, o.count, barWidth)])),
-  );
-  out.push(
-    fitTable(
-      look,
-      ["tool calls / traj", "trajectories", ""],
-      byNumericKey(s.toolCallsHistogram).map(([k, c]) => [k, c, bar(c, o.count, barWidth)]),
-    ),
-  );
-  say(
+/** How trajectories ended and how long they ran: status, finish reason, turns, tool calls. */
+function outcomeTables(s: InspectSummary, look: Look, barWidth: number): string[] {
+  const o = s.overall;
+  const histogram = (counts: Record<string, number>) => byNumericKey(counts).map(([k, c]) => [k, c, bar(c, o.count, barWidth)]);
+  return [
+    fitTable(look, ["status", "count"], byCount(o.byStatus)),
+    fitTable(look, ["finish reason", "count", "share"], byCount(o.finishReasons).map(([k, c]) => [k, c, pct(c / o.count)])),
+    fitTable(look, ["assistant turns", "trajectories", ""], histogram(o.turnsHistogram)),
+    fitTable(look, ["tool calls / traj", "trajectories", ""], histogram(s.toolCallsHistogram)),
+  ];
+}
+
+/** Tool-call rates, then one row per tool. */
+function toolSection(s: InspectSummary, look: Look): string[] {
+  const o = s.overall;
+  const rates = wrapText(
     `tool calls per trajectory ${fmt(o.toolCallsPerTrajectory, 2)} · trajectories with a call ${pct(o.toolCallRate)} · ` +
       `parse errors ${pct(o.parseErrorRate)} of attempted calls · tool errors ${pct(o.toolErrorRate)} of executed calls`,
+    look.width,
   );
-  if (s.tools.length) {
-    out.push(
-      fitTable(
-        look,
-        ["tool", "calls", "ran", "tool errors", "parse errors", "p50 ms", "p95 ms", "error kinds"],
-        s.tools.map((t) => [
-          t.name,
-          t.attempts,
-          t.executed,
-          `${t.errors} (${pct(t.errorRate)})`,
-          `${t.parseErrors} (${pct(t.parseErrorRate)})`,
-          fmt(t.latencyMs.p50, 1),
-          fmt(t.latencyMs.p95, 1),
-          Object.entries(t.errorKinds).map(([k, c]) => `${k}×${c}`).join("\n") || "–",
-        ]),
-      ),
-    );
-  }
+  if (!s.tools.length) return [rates];
+  const table = fitTable(
+    look,
+    ["tool", "calls", "ran", "tool errors", "parse errors", "p50 ms", "p95 ms", "error kinds"],
+    s.tools.map((t) => [
+      t.name,
+      t.attempts,
+      t.executed,
+      `${t.errors} (${pct(t.errorRate)})`,
+      `${t.parseErrors} (${pct(t.parseErrorRate)})`,
+      fmt(t.latencyMs.p50, 1),
+      fmt(t.latencyMs.p95, 1),
+      Object.entries(t.errorKinds).map(([k, c]) => `${k}×${c}`).join("\n") || "–",
+    ]),
+  );
+  return [rates, table];
+}
+
+/** The response-length histogram and its statistics. */
+function lengthSection(s: InspectSummary, look: Look, barWidth: number): string[] {
   const r = s.responseLength;
-  out.push(
-    fitTable(
-      look,
-      ["response tokens", "trajectories", ""],
-      r.histogram.map((b) => [`${b.from}–${b.to - 1}`, b.count, bar(b.count, o.count, barWidth)]),
+  const o = s.overall;
+  return [
+    fitTable(look, ["response tokens", "trajectories", ""], r.histogram.map((b) => [`${b.from}–${b.to - 1}`, b.count, bar(b.count, o.count, barWidth)])),
+    wrapText(
+      `response tokens: mean ${fmt(r.mean, 1)} · min ${r.min} · p50 ${r.p50} · p95 ${r.p95} · max ${r.max} · ` +
+        `sampled (mask 1) ${o.sampledTokens}`,
+      look.width,
     ),
-  );
-  say(
-    `response tokens: mean ${fmt(r.mean, 1)} · min ${r.min} · p50 ${r.p50} · p95 ${r.p95} · max ${r.max} · ` +
-      `sampled (mask 1) ${o.sampledTokens}`,
-  );
+  ];
+}
+
+/** What needs a look: drift, empty masks, advantages, the log-prob gap, retries. */
+function healthLines(s: InspectSummary, look: Look, p: Painter): string[] {
+  const lines: string[] = [];
+  const say = (line: string) => lines.push(wrapText(line, look.width));
   const driftLine = `drift: ${s.drift.count} trajector${s.drift.count === 1 ? "y" : "ies"}` + idList(s.drift.ids, s.drift.count);
   say(s.drift.count ? p.yellow(driftLine) : driftLine);
   const emptyLine =
@@ -97,9 +113,8 @@ export function renderSummary(s: InspectSummary, look: Look, title: string): str
         `(in ${s.logprobGap.maxId}) over ${s.logprobGap.tokens} sampled tokens`,
     );
   }
-  if (o.retries) say(`request retries: ${o.retries}`);
-  // Tables are already laid out to the width; the sentences between them wrap here.
-  return out.join("\n");
+  if (s.overall.retries) say(`request retries: ${s.overall.retries}`);
+  return lines;
 }
 
 function idList(ids: string[], count: number): string {

@@ -9,7 +9,8 @@
  */
 import { z } from "zod";
 import { InputError } from "../errors.js";
-import { describeZodIssue, yamlDirOf } from "../tools/config.js";
+import { yamlDirOf } from "../tools/config.js";
+import { formatIssues } from "../zod-issues.js";
 import { readYamlFile } from "../data/yaml-file.js";
 import { isModulePath, loadModuleExport, simpleNameOf } from "../tools/module-loader.js";
 import { BaseInteraction } from "./base.js";
@@ -89,7 +90,7 @@ function validateInteraction(candidate: unknown, where: string): Interaction {
 
 export async function parseInteractionFile(raw: unknown, file: string, options: LoadInteractionsOptions = {}): Promise<InteractionRegistry> {
   const parsed = interactionFileSchema.safeParse(raw);
-  if (!parsed.success) throw new InputError(`${file}: ${describeZodIssue(parsed.error)}`);
+  if (!parsed.success) throw new InputError(`${file}: ${formatIssues(parsed.error, { only: "first" })}`);
   const registry = new InteractionRegistry();
   for (const [i, entry] of parsed.data.interaction.entries()) {
     const where = `${file}: interaction.${i}`;

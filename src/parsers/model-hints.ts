@@ -5,6 +5,7 @@
 import path from "node:path";
 import { z } from "zod";
 import { InputError } from "../errors.js";
+import { formatIssues } from "../zod-issues.js";
 import { readTextFile } from "../data/text-file.js";
 
 const TokenizerConfig = z.looseObject({
@@ -27,8 +28,7 @@ async function readJson<T>(file: string, schema: z.ZodType<T>): Promise<T | unde
   }
   const parsed = schema.safeParse(data);
   if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new InputError(`${file}: ${issue?.path.join(".") ?? ""}: ${issue?.message ?? "invalid"}`);
+    throw new InputError(`${file}: ${formatIssues(parsed.error, { only: "first" })}`);
   }
   return parsed.data;
 }

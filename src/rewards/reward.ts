@@ -7,6 +7,7 @@ import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { z } from "zod";
 import { InputError } from "../errors.js";
+import { formatIssues } from "../zod-issues.js";
 import { computeScore } from "./gsm8k.js";
 import { scoreVault } from "./vault.js";
 
@@ -130,7 +131,7 @@ export async function computeReward(
   }
   const kwargs = builtinRewardKwargsSchema.safeParse(rewardKwargs);
   if (!kwargs.success) {
-    throw new InputError(`custom_reward_function.reward_kwargs: ${kwargs.error.issues.map((i) => `${[...i.path].join(".") || "(kwargs)"}: ${i.message}`).join("; ")}`, {
+    throw new InputError(`custom_reward_function.reward_kwargs: ${formatIssues(kwargs.error)}`, {
       hint: `the built-in rewards take: ${Object.keys(builtinRewardKwargsSchema.shape).join(", ")}`,
     });
   }

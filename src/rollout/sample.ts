@@ -4,7 +4,8 @@
  */
 import { InputError } from "../errors.js";
 import { streamParquetRows } from "../data/parquet.js";
-import { formatIssues, verlRowSchema, type VerlRow } from "../data/verl-rows.js";
+import { verlRowSchema, type VerlRow } from "../data/verl-rows.js";
+import { formatIssues } from "../zod-issues.js";
 import type { ChatMessage } from "../chat/index.js";
 
 export interface Sample {

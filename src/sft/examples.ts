@@ -8,8 +8,9 @@
  */
 import { z } from "zod";
 import { InputError } from "../errors.js";
+import { formatIssues } from "../zod-issues.js";
 import type { ChatModel } from "../chat/index.js";
-import { chatMessagesSchema, formatJsonPath, toolSchemasSchema, type ChatMessage, type ToolSchema } from "../chat/messages.js";
+import { chatMessagesSchema, toolSchemasSchema, type ChatMessage, type ToolSchema } from "../chat/messages.js";
 import { replayConversation } from "../chat/replay.js";
 import { checkInputFile } from "../data/input-file.js";
 import { readJsonLines } from "../data/jsonl.js";
@@ -99,10 +100,7 @@ function conversationExample(model: ChatModel, raw: RawRow, config: SftConfig): 
   }
   const parsedMessages = chatMessagesSchema.safeParse(parseJsonField(row[messagesKey]));
   if (!parsedMessages.success) {
-    const issue = parsedMessages.error.issues[0]!;
-    const place = formatJsonPath(issue.path);
-    const suffix = issue.path.length === 0 ? "" : place.startsWith("[") ? place : `.${place}`;
-    throw new InputError(`${raw.where}: ${messagesKey}${suffix}: ${issue.message}`);
+    throw new InputError(`${raw.where}: ${formatIssues(parsedMessages.error, { only: "first", at: messagesKey, style: "json" })}`);
   }
   const parsedTools = toolsFieldSchema.safeParse(parseJsonField(row[toolsKey]));
   if (!parsedTools.success || typeof parsedTools.data === "string") {

@@ -10,6 +10,7 @@
 import path from "node:path";
 import { z } from "zod";
 import { InputError } from "../errors.js";
+import { formatIssues } from "../zod-issues.js";
 import { readYamlFile } from "../data/yaml-file.js";
 import { openAIFunctionToolSchema } from "./schema.js";
 import { mcpBlockSchema } from "./mcp.js";
@@ -29,17 +30,9 @@ export interface ToolsFile {
   entries: ToolEntry[];
 }
 
-/** Formats the first zod issue as `path: message`, the way every config error here reads. */
-export function describeZodIssue(error: z.ZodError, prefix = ""): string {
-  const issue = error.issues[0];
-  if (!issue) return "invalid";
-  const where = [prefix, ...issue.path.map(String)].filter((p) => p !== "").join(".");
-  return `${where || "(root)"}: ${issue.message}`;
-}
-
 export function parseToolsFile(raw: unknown, file: string): ToolsFile {
   const parsed = toolsFileSchema.safeParse(raw);
-  if (!parsed.success) throw new InputError(`${file}: ${describeZodIssue(parsed.error)}`);
+  if (!parsed.success) throw new InputError(`${file}: ${formatIssues(parsed.error, { only: "first" })}`);
   parsed.data.tools.forEach((entry, i) => {
     if (entry.config.type === "native" && !entry.tool_schema) {
       throw new InputError(`${file}: tools.${i}.tool_schema: required for a native tool`);

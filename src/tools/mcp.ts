@@ -14,6 +14,7 @@ import { StdioClientTransport, getDefaultEnvironment } from "@modelcontextprotoc
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { z } from "zod";
 import { InputError } from "../errors.js";
+import { formatIssues } from "../zod-issues.js";
 import { readJsonFile } from "../data/json-file.js";
 import { BaseTool } from "./base-tool.js";
 import { pyJsonDumps } from "./python-repr.js";
@@ -109,8 +110,7 @@ export async function readServersFile(file: string, where: string): Promise<z.in
   }
   const parsed = mcpServersFileSchema.safeParse(raw);
   if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new InputError(`${file}: ${issue ? `${issue.path.join(".") || "(root)"}: ${issue.message}` : "invalid MCP servers file"}`);
+    throw new InputError(`${file}: ${formatIssues(parsed.error, { only: "first" })}`);
   }
   return parsed.data;
 }

@@ -5,7 +5,8 @@
  */
 import { InputError } from "../errors.js";
 import { CalculatorTool } from "./calculator.js";
-import { readToolsFile, yamlDirOf, describeZodIssue, type ToolEntry } from "./config.js";
+import { readToolsFile, yamlDirOf, type ToolEntry } from "./config.js";
+import { formatIssues } from "../zod-issues.js";
 import { Gsm8kTool } from "./gsm8k-tool.js";
 import { McpConnection, McpTool, connectServer, mcpConfigSchema, mcpToolToSchema, readServersFile, resolveServersPath } from "./mcp.js";
 import { isModulePath, loadModuleExport } from "./module-loader.js";
@@ -134,7 +135,7 @@ async function buildNative(entry: ToolEntry, where: string, yamlDir: string, opt
   if (builtin === "calculator") return { tool: new CalculatorTool(config, schema), settings: callSettings(config, {}) };
   if (builtin === "python") {
     const parsed = pythonToolConfigSchema.safeParse(config);
-    if (!parsed.success) throw new InputError(`${where}: ${describeZodIssue(parsed.error, "config")}`);
+    if (!parsed.success) throw new InputError(`${where}: ${formatIssues(parsed.error, { only: "first", at: "config" })}`);
     const problem = await pythonSandboxProblem(parsed.data);
     if (problem !== null) throw new InputError(`${where}.config.sandbox: ${problem}`);
     return {
@@ -167,7 +168,7 @@ async function buildMcp(entry: ToolEntry, where: string, file: string, options: 
     });
   }
   const config = mcpConfigSchema.safeParse(entry.config);
-  if (!config.success) throw new InputError(`${file}: ${describeZodIssue(config.error, `${where}.config`)}`);
+  if (!config.success) throw new InputError(`${file}: ${formatIssues(config.error, { only: "first", at: `${where}.config` })}`);
   const block = entry.mcp!;
   const yamlDir = yamlDirOf(file);
   const serversPath = resolveServersPath(block.mcp_servers_config_path, yamlDir, options.cwd);
