@@ -240,7 +240,8 @@ class Trainer:
     def _optimizer_step(self, batch: dict[str, Tensor], rows: list[int], advantages: Tensor, is_weights: Tensor | None) -> dict[str, float]:
         metrics = self._accumulate_gradients(batch, rows, advantages, is_weights)
         grad_norm, lr, skipped = self._clip_and_step()
-        metrics["actor/grad_norm"] = grad_norm
+        if grad_norm is not None:
+            metrics["actor/grad_norm"] = grad_norm
         metrics["actor/lr"] = lr
         metrics["actor/skipped_step"] = skipped
         return metrics
@@ -436,7 +437,7 @@ class Trainer:
             "metrics": {
                 "sft/loss": sums["nll_sum"] / max(sums["tokens"], 1.0),
                 "sft/tokens": sums["tokens"],
-                "sft/grad_norm": grad_norm,
+                **({} if grad_norm is None else {"sft/grad_norm": grad_norm}),
                 "sft/lr": lr,
                 "sft/skipped_step": skipped,
             },
@@ -452,9 +453,10 @@ class Trainer:
         sums = self._sft_micro_losses(batch, tokens, train=False)
         return {"metrics": {"val/loss": sums["nll_sum"] / max(sums["tokens"], 1.0), "val/nll_sum": sums["nll_sum"], "val/tokens": sums["tokens"]}}
 
-    def _clip_and_step(self) -> tuple[float, float, float]:
+    def _clip_and_step(self) -> tuple[float | None, float, float]:
         """Clips the accumulated gradients to grad_clip, steps the optimizer unless the norm is not finite, steps the
-        schedule. Returns (grad norm before clipping, the learning rate used, 1.0 if the step was skipped)."""
+        schedule. Returns (grad norm before clipping, the learning rate used, 1.0 if the step was skipped). A norm that
+        is not finite comes back as None: JSON has no NaN, and the skipped step already says what happened."""
         if self.fsdp == "fsdp1":  # FSDP1's flat shards need its own method to see the global norm
             grad_norm = self.model.clip_grad_norm_(self.config.grad_clip)  # type: ignore[operator]
         else:
@@ -469,7 +471,7 @@ class Trainer:
         lr = self.scheduler.get_last_lr()[0]
         self.scheduler.step()
         self.step += 1
-        return norm, lr, 0.0 if finite else 1.0
+        return (norm if finite else None), lr, 0.0 if finite else 1.0
 
 
 def _mismatch_metrics(old: Tensor, rollout: Tensor, mask: Tensor) -> dict[str, float]:

@@ -174,3 +174,24 @@ def test_compute_log_probs_reports_entropy_per_turn_class(env):
         assert metrics[f"actor/entropy/{name}"] == pytest.approx(algos.masked_mean(entropy, positions).item(), rel=1e-6)
     assert metrics["actor/entropy"] == pytest.approx(algos.masked_mean(entropy, env["batch"]["response_mask"]).item(), rel=1e-6)
     assert metrics["actor/entropy/turn_start"] != metrics["actor/entropy/final_turn"]
+
+
+def test_a_step_with_a_gradient_that_is_not_finite_is_skipped_and_its_reply_is_valid_json(env):
+    """A NaN in the gradients skips the optimizer step (the weights stay), and the reply carries no NaN: JSON has none,
+    and the CLI refused the whole reply when the worker wrote one."""
+    import json
+
+    trainer = Trainer(_config(env, ppo_mini_batch_size=None))
+    accumulate = trainer._accumulate_gradients
+
+    def poison(batch_, rows, advantages, is_weights):
+        metrics = accumulate(batch_, rows, advantages, is_weights)
+        next(p for p in trainer.model.parameters() if p.grad is not None).grad.fill_(float("nan"))
+        return metrics
+
+    trainer._accumulate_gradients = poison  # type: ignore[method-assign]
+    before = {name: _full(p).detach().clone() for name, p in trainer.model.named_parameters()}
+    reply = trainer.update(str(env["root"] / "batch.safetensors"), str(env["root"] / "lp.safetensors"))
+    json.dumps(reply, allow_nan=False)
+    assert reply["metrics"]["actor/skipped_step"] == 1.0 and "actor/grad_norm" not in reply["metrics"]
+    assert all(torch.equal(_full(p).detach(), before[name]) for name, p in trainer.model.named_parameters())

@@ -119,7 +119,7 @@ export const results = {
     metrics: z.strictObject({
       "sft/loss": z.number(),
       "sft/tokens": z.number(),
-      "sft/grad_norm": z.number(),
+      "sft/grad_norm": z.number().optional(),
       "sft/lr": z.number(),
       "sft/skipped_step": z.number(),
     }),
