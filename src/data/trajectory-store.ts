@@ -216,6 +216,26 @@ function partsDirOf(file: string): string {
 async function openParquet(file: string, options: OpenOptions): Promise<TrajectoryWriter> {
   const partsDir = partsDirOf(file);
   const rowGroupSize = options.rowGroupSize ?? 256;
+  await prepareParts(file, partsDir, options);
+  const scan = new ResumeScan(Boolean(options.keepFailed));
+  const partsWithDrops = await scanParts(partsDir, scan);
+  const pendingFile = path.join(partsDir, "pending.jsonl");
+  const { pending, drops: pendingDrops } = await scanPending(pendingFile, scan);
+  // Each part and the journal are rewritten on their own, atomically, before anything is appended
+  // (trajectory-compaction.ts says why this survives a kill at any point).
+  for (const part of partsWithDrops) await rewritePartWithout(path.join(partsDir, part), isFailed, rowGroupSize);
+  const appender = new LineAppender(pendingFile);
+  if (pendingDrops) appender.replaceWith(pending.map((t) => JSON.stringify(t)));
+  const parts = await listParts(partsDir);
+  const nextPart = parts.length === 0 ? 1 : partNumber(parts.at(-1)!) + 1;
+  return partsWriter({ file, partsDir, rowGroupSize, scan, pending, appender, nextPart });
+}
+
+/**
+ * Readies `<file>.parts`: cleared for a new run; with `resume`, cleared of what a killed run left half-done, and
+ * holding a finished file as its first part.
+ */
+async function prepareParts(file: string, partsDir: string, options: OpenOptions): Promise<void> {
   const fileExists = await pathExists(file);
   const partsExist = await pathExists(partsDir);
   await checkTrajectoryOutput(file, options);
@@ -234,31 +254,47 @@ async function openParquet(file: string, options: OpenOptions): Promise<Trajecto
   await fs.mkdir(partsDir, { recursive: true });
   // A finished file being resumed becomes the first part, so new trajectories join it on close.
   if (options.resume && fileExists) await fs.rename(file, path.join(partsDir, "part-000000.parquet"));
+}
 
-  const scan = new ResumeScan(Boolean(options.keepFailed));
+/** Notes every trajectory of the parts in `scan`; returns the parts holding failed ones to remove. */
+async function scanParts(partsDir: string, scan: ResumeScan): Promise<string[]> {
   const partsWithDrops: string[] = [];
   for (const part of await listParts(partsDir)) {
     let drops = false;
     for await (const t of readPart(path.join(partsDir, part))) if (!scan.keeps(t)) drops = true;
     if (drops) partsWithDrops.push(part);
   }
+  return partsWithDrops;
+}
+
+/** The journal's trajectories that are in no part yet (kept ones), and whether it holds failed ones to remove. */
+async function scanPending(pendingFile: string, scan: ResumeScan): Promise<{ pending: Trajectory[]; drops: boolean }> {
   const pending: Trajectory[] = [];
-  let pendingDrops = false;
-  const pendingFile = path.join(partsDir, "pending.jsonl");
+  let drops = false;
   if (await pathExists(pendingFile)) {
-    new LineAppender(pendingFile).close();
+    new LineAppender(pendingFile).close(); // drops a torn last line before we read
     for await (const t of readJsonlTrajectories(pendingFile)) {
       if (scan.ids.has(t.id)) continue;
       if (scan.keeps(t)) pending.push(t);
-      else pendingDrops = true;
+      else drops = true;
     }
   }
-  // Each part and the journal are rewritten on their own, atomically, before anything is appended
-  // (trajectory-compaction.ts says why this survives a kill at any point).
-  for (const part of partsWithDrops) await rewritePartWithout(path.join(partsDir, part), isFailed, rowGroupSize);
-  const appender = new LineAppender(pendingFile);
-  if (pendingDrops) appender.replaceWith(pending.map((t) => JSON.stringify(t)));
-  let nextPart = (await listParts(partsDir)).length === 0 ? 1 : partNumber((await listParts(partsDir)).at(-1)!) + 1;
+  return { pending, drops };
+}
+
+/** The writer over a ready parts folder: journals each trajectory, and every `rowGroupSize` of them writes a part. */
+function partsWriter(state: {
+  file: string;
+  partsDir: string;
+  rowGroupSize: number;
+  scan: ResumeScan;
+  /** Trajectories in the journal and in no part yet. */
+  pending: Trajectory[];
+  appender: LineAppender;
+  nextPart: number;
+}): TrajectoryWriter {
+  const { file, partsDir, rowGroupSize, scan, pending, appender } = state;
+  let nextPart = state.nextPart;
   let written = 0;
   let chain: Promise<void> = Promise.resolve();
 

@@ -66,92 +66,116 @@ async function* samplesOf(run: RolloutRun, counters: { resumedSkipped: number })
  * (train keeps a step's batch); with one they are streamed to disk and not kept.
  */
 export async function runRollout(run: RolloutRun): Promise<RolloutResult> {
-  const stats = new RolloutStats();
-  const kept: Trajectory[] | undefined = run.writer ? undefined : [];
-  const counters = { resumedSkipped: 0 };
-  const skippedPromptIndexes = new Set<number>();
-  const controller = new AbortController();
-  const onCancel = () => controller.abort(run.signal?.reason);
+  const rollout = new Rollout(run);
+  const onCancel = () => rollout.controller.abort(run.signal?.reason);
   run.signal?.addEventListener("abort", onCancel, { once: true });
-  if (run.signal?.aborted) controller.abort();
-  const context: TrajectoryContext = { ...run.context, signal: controller.signal };
-  const source = samplesOf(run, counters);
-  let failure: unknown;
-  let cancelledInFlight = 0;
-  let overSampleAborted = 0;
-  const target = run.overSample ? overSampleTarget(run.overSample.total, run.overSample.rate) : Infinity;
-  const overSampling = target < (run.overSample?.total ?? Infinity);
-  let finished = 0;
-  let overlongSamples = 0;
-
-  // The sample source is shared by all workers; pulls are serialised so each sample is taken exactly once.
-  let pulling: Promise<unknown> = Promise.resolve();
-  const nextSample = (): Promise<IteratorResult<Sample>> => {
-    const next = pulling.then(() => source.next());
-    pulling = next.catch(() => undefined);
-    return next;
-  };
-
-  const worker = async (): Promise<void> => {
-    while (failure === undefined && !controller.signal.aborted) {
-      const next = await nextSample();
-      if (next.done) return;
-      const sample = next.value;
-      if (skippedPromptIndexes.has(sample.dataIndex)) {
-        overlongSamples += 1;
-        continue;
-      }
-      run.onStart?.(sample);
-      let trajectory: Trajectory;
-      try {
-        trajectory = await runTrajectory(sample, context);
-      } catch (err) {
-        if (err instanceof PromptTooLongError && run.filterOverlongPrompts) {
-          skippedPromptIndexes.add(sample.dataIndex);
-          overlongSamples += 1;
-          continue;
-        }
-        if (err instanceof PromptTooLongError) {
-          throw new InputError(err.message, { hint: "raise data.max_prompt_length, or set data.filter_overlong_prompts: true" });
-        }
-        throw err;
-      }
-      // A trajectory cut short by Ctrl-C is not a result: it is left off the file so --resume runs it again.
-      if (trajectory.finish_reason === "cancelled") {
-        cancelledInFlight += 1;
-        continue;
-      }
-      if (trajectory.finish_reason === OVER_SAMPLE_FINISH_REASON) overSampleAborted += 1;
-      else finished += 1;
-      if (overSampling && finished >= target && !controller.signal.aborted) {
-        controller.abort(new OverSampleAbort(finished, run.overSample!.total));
-      }
-      stats.add(trajectory);
-      if (run.writer) await run.writer.write(trajectory);
-      else kept!.push(trajectory);
-      run.onTrajectory?.(trajectory, stats);
-    }
-  };
-
-  const workers = Array.from({ length: Math.max(1, run.concurrency) }, () =>
-    worker().catch((err) => {
-      if (failure === undefined) failure = err;
-      controller.abort(err);
-    }),
-  );
+  if (run.signal?.aborted) rollout.controller.abort();
+  const workers = Array.from({ length: Math.max(1, run.concurrency) }, () => rollout.work().catch((err) => rollout.fail(err)));
   await Promise.all(workers);
   run.signal?.removeEventListener("abort", onCancel);
-  if (failure !== undefined) throw failure;
-  return {
-    stats,
-    trajectories: kept,
-    skippedPrompts: skippedPromptIndexes.size,
-    resumedSkipped: counters.resumedSkipped,
-    cancelled: run.signal?.aborted ?? false,
-    cancelledInFlight,
-    overSampleAborted,
-    overSampleNotStarted: overSampling && controller.signal.reason instanceof OverSampleAbort
-      ? Math.max(0, run.overSample!.total - finished - overSampleAborted - cancelledInFlight - overlongSamples)
-      : 0,
-  };
+  if (rollout.failure !== undefined) throw rollout.failure;
+  return rollout.result();
+}
+
+/** One rollout in progress: the shared sample source, the run-wide signal, and what it has counted so far. */
+class Rollout {
+  readonly controller = new AbortController();
+  failure: unknown;
+  private readonly stats = new RolloutStats();
+  private readonly kept: Trajectory[] | undefined;
+  private readonly context: TrajectoryContext;
+  private readonly source: AsyncGenerator<Sample>;
+  private readonly counters = { resumedSkipped: 0 };
+  private readonly overlongPrompts = new Set<number>();
+  private readonly overSampleTarget: number;
+  private readonly overSampling: boolean;
+  private pulling: Promise<unknown> = Promise.resolve();
+  private finished = 0;
+  private overlongSamples = 0;
+  private cancelledInFlight = 0;
+  private overSampleAborted = 0;
+
+  constructor(private readonly run: RolloutRun) {
+    this.kept = run.writer ? undefined : [];
+    this.context = { ...run.context, signal: this.controller.signal };
+    this.source = samplesOf(run, this.counters);
+    this.overSampleTarget = run.overSample ? overSampleTarget(run.overSample.total, run.overSample.rate) : Infinity;
+    this.overSampling = this.overSampleTarget < (run.overSample?.total ?? Infinity);
+  }
+
+  /** One slot: takes the next sample as soon as its trajectory is recorded, until none is left or the run stops. */
+  async work(): Promise<void> {
+    while (this.failure === undefined && !this.controller.signal.aborted) {
+      const next = await this.nextSample();
+      if (next.done) return;
+      const trajectory = await this.runSample(next.value);
+      if (trajectory) await this.record(trajectory);
+    }
+  }
+
+  /** The first failure stops every slot. */
+  fail(err: unknown): void {
+    if (this.failure === undefined) this.failure = err;
+    this.controller.abort(err);
+  }
+
+  result(): RolloutResult {
+    return {
+      stats: this.stats,
+      trajectories: this.kept,
+      skippedPrompts: this.overlongPrompts.size,
+      resumedSkipped: this.counters.resumedSkipped,
+      cancelled: this.run.signal?.aborted ?? false,
+      cancelledInFlight: this.cancelledInFlight,
+      overSampleAborted: this.overSampleAborted,
+      overSampleNotStarted: this.overSampling && this.controller.signal.reason instanceof OverSampleAbort
+        ? Math.max(0, this.run.overSample!.total - this.finished - this.overSampleAborted - this.cancelledInFlight - this.overlongSamples)
+        : 0,
+    };
+  }
+
+  /** The sample source is shared by all slots; pulls are serialised so each sample is taken exactly once. */
+  private nextSample(): Promise<IteratorResult<Sample>> {
+    const next = this.pulling.then(() => this.source.next());
+    this.pulling = next.catch(() => undefined);
+    return next;
+  }
+
+  /** The sample's trajectory; undefined when its prompt is skipped as too long (filter_overlong_prompts). */
+  private async runSample(sample: Sample): Promise<Trajectory | undefined> {
+    if (this.overlongPrompts.has(sample.dataIndex)) {
+      this.overlongSamples += 1;
+      return undefined;
+    }
+    this.run.onStart?.(sample);
+    try {
+      return await runTrajectory(sample, this.context);
+    } catch (err) {
+      if (!(err instanceof PromptTooLongError)) throw err;
+      if (!this.run.filterOverlongPrompts) {
+        throw new InputError(err.message, { hint: "raise data.max_prompt_length, or set data.filter_overlong_prompts: true" });
+      }
+      this.overlongPrompts.add(sample.dataIndex);
+      this.overlongSamples += 1;
+      return undefined;
+    }
+  }
+
+  /** Counts, writes (or keeps) and reports a finished trajectory; starts over-sampling's abort once enough are done. */
+  private async record(trajectory: Trajectory): Promise<void> {
+    // A trajectory cut short by Ctrl-C is not a result: it is left off the file so --resume runs it again.
+    if (trajectory.finish_reason === "cancelled") {
+      this.cancelledInFlight += 1;
+      return;
+    }
+    if (trajectory.finish_reason === OVER_SAMPLE_FINISH_REASON) this.overSampleAborted += 1;
+    else this.finished += 1;
+    if (this.overSampling && this.finished >= this.overSampleTarget && !this.controller.signal.aborted) {
+      this.controller.abort(new OverSampleAbort(this.finished, this.run.overSample!.total));
+    }
+    this.stats.add(trajectory);
+    if (this.run.writer) await this.run.writer.write(trajectory);
+    else this.kept!.push(trajectory);
+    this.run.onTrajectory?.(trajectory, this.stats);
+  }
 }

@@ -8,11 +8,12 @@
  * Text: stdout + stderr (as verl's SandboxFusionTool joins them), plus one bracketed line when the run was
  * stopped: `[timed out after 5s]`, `[output exceeded 65536 bytes; stopped]`, `[killed by SIGKILL]`.
  */
-import { spawn } from "node:child_process";
+import { spawn, type ChildProcessByStdio } from "node:child_process";
 import { accessSync, constants as fsConstants } from "node:fs";
 import { chown, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
+import type { Readable } from "node:stream";
 import { z } from "zod";
 import { BaseTool } from "./base-tool.js";
 import { PYTHON_PRELUDE } from "./python-sandbox-prelude.js";
@@ -168,54 +169,30 @@ async function commandFor(config: PythonToolConfig, workDir: string, limits: str
 /** Grace for the pipes to drain once the sandbox has exited (everything in it is dead by then). */
 const DRAIN_MS = 500;
 
-async function runChild(
-  config: PythonToolConfig,
-  workDir: string,
-  limits: string,
-  signal: AbortSignal | undefined,
-): Promise<Omit<PythonRunResult, "sandbox" | "wallMs">> {
+type ChildOutcome = Omit<PythonRunResult, "sandbox" | "wallMs">;
+type SandboxChild = ChildProcessByStdio<null, Readable, Readable>;
+
+async function runChild(config: PythonToolConfig, workDir: string, limits: string, signal: AbortSignal | undefined): Promise<ChildOutcome> {
   const command = await commandFor(config, workDir, limits);
+  const child = spawn(command.file, command.args, {
+    cwd: workDir,
+    env: command.env,
+    stdio: ["ignore", "pipe", "pipe"],
+    detached: true, // its own process group, so children it forks are killed with it
+  });
+  return superviseChild(child, command.file, config, signal);
+}
+
+/** Watches the child to its end: caps its output, enforces the timeout and the caller's signal, kills its group. */
+function superviseChild(child: SandboxChild, file: string, config: PythonToolConfig, signal: AbortSignal | undefined): Promise<ChildOutcome> {
   return new Promise((resolve) => {
-    const env = command.env;
-    const child = spawn(command.file, command.args, {
-      cwd: workDir,
-      env,
-      stdio: ["ignore", "pipe", "pipe"],
-      detached: true, // its own process group, so children it forks are killed with it
-    });
-    const stdout: Buffer[] = [];
-    const stderr: Buffer[] = [];
-    let captured = 0;
     let status: PythonRunStatus = "finished";
     let settled = false;
-
-    const killGroup = () => {
-      if (child.pid === undefined) return;
-      try {
-        process.kill(-child.pid, "SIGKILL");
-      } catch {
-        // The group is already gone.
-      }
-    };
     const stop = (why: PythonRunStatus) => {
       if (status === "finished") status = why;
-      killGroup();
+      killGroup(child);
     };
-    const onData = (sink: Buffer[]) => (chunk: Buffer) => {
-      const room = config.max_output_bytes - captured;
-      // Output of exactly the cap is fine; one byte more stops the run.
-      if (chunk.length > room) {
-        sink.push(chunk.subarray(0, Math.max(0, room)));
-        captured = config.max_output_bytes;
-        stop("output_limit");
-        return;
-      }
-      sink.push(chunk);
-      captured += chunk.length;
-    };
-    child.stdout.on("data", onData(stdout));
-    child.stderr.on("data", onData(stderr));
-
+    const output = captureOutput(child, config.max_output_bytes, () => stop("output_limit"));
     const timer = setTimeout(() => stop("timeout"), config.timeout_s * 1000);
     const onAbort = () => stop("aborted");
     signal?.addEventListener("abort", onAbort, { once: true });
@@ -226,35 +203,74 @@ async function runChild(
       settled = true;
       clearTimeout(timer);
       signal?.removeEventListener("abort", onAbort);
-      killGroup(); // stray grandchildren that outlived the main process
-      // bwrap reports a command killed by a signal as exit code 128 + signal.
-      if (sig === null && config.sandbox === "bwrap" && exitCode !== null && exitCode > 128) {
-        const code = exitCode - 128;
-        const name = Object.entries(os.constants.signals).find(([, n]) => n === code)?.[0];
-        if (name) [exitCode, sig] = [null, name];
-      }
-      if (status === "finished" && sig !== null) status = "killed";
-      resolve({ status, exitCode, signal: sig, stdout: Buffer.concat(stdout), stderr: Buffer.concat(stderr) });
+      killGroup(child); // stray grandchildren that outlived the main process
+      const exit = commandExit(config, exitCode, sig);
+      if (status === "finished" && exit.signal !== null) status = "killed";
+      resolve({ status, ...exit, stdout: Buffer.concat(output.stdout), stderr: Buffer.concat(output.stderr) });
     };
     child.on("error", (err) => {
-      stderr.push(Buffer.from(`cannot start ${command.file}: ${err.message}\n`));
+      output.stderr.push(Buffer.from(`cannot start ${file}: ${err.message}\n`));
       finish(null, null);
     });
-    // The main process is done: kill anything it left behind, then end on "close" or, if something still holds the
-    // pipes (a grandchild outside the sandbox's PID namespace in sandbox: none), after a short drain.
-    child.on("exit", (code, sig) => {
-      killGroup();
-      const drain = setTimeout(() => {
-        child.stdout.destroy();
-        child.stderr.destroy();
-        finish(code, sig);
-      }, DRAIN_MS);
-      child.once("close", () => {
-        clearTimeout(drain);
-        finish(code, sig);
-      });
+    onExitDrained(child, finish);
+  });
+}
+
+function killGroup(child: SandboxChild): void {
+  if (child.pid === undefined) return;
+  try {
+    process.kill(-child.pid, "SIGKILL");
+  } catch {
+    // The group is already gone.
+  }
+}
+
+/** Collects stdout and stderr up to `maxBytes` in all; output of exactly the cap is fine, one byte more calls `onLimit`. */
+function captureOutput(child: SandboxChild, maxBytes: number, onLimit: () => void): { stdout: Buffer[]; stderr: Buffer[] } {
+  const output = { stdout: [] as Buffer[], stderr: [] as Buffer[] };
+  let captured = 0;
+  const onData = (sink: Buffer[]) => (chunk: Buffer) => {
+    const room = maxBytes - captured;
+    if (chunk.length > room) {
+      sink.push(chunk.subarray(0, Math.max(0, room)));
+      captured = maxBytes;
+      onLimit();
+      return;
+    }
+    sink.push(chunk);
+    captured += chunk.length;
+  };
+  child.stdout.on("data", onData(output.stdout));
+  child.stderr.on("data", onData(output.stderr));
+  return output;
+}
+
+/**
+ * Once the main process is done, kills anything it left behind, then calls `finish` on "close" or, if something
+ * still holds the pipes (a grandchild outside the sandbox's PID namespace in sandbox: none), after a short drain.
+ */
+function onExitDrained(child: SandboxChild, finish: (exitCode: number | null, sig: string | null) => void): void {
+  child.on("exit", (code, sig) => {
+    killGroup(child);
+    const drain = setTimeout(() => {
+      child.stdout.destroy();
+      child.stderr.destroy();
+      finish(code, sig);
+    }, DRAIN_MS);
+    child.once("close", () => {
+      clearTimeout(drain);
+      finish(code, sig);
     });
   });
+}
+
+/** The code's own exit: bwrap reports a command killed by a signal as exit code 128 + signal. */
+function commandExit(config: PythonToolConfig, exitCode: number | null, sig: string | null): { exitCode: number | null; signal: string | null } {
+  if (sig === null && config.sandbox === "bwrap" && exitCode !== null && exitCode > 128) {
+    const name = Object.entries(os.constants.signals).find(([, n]) => n === exitCode - 128)?.[0];
+    if (name) return { exitCode: null, signal: name };
+  }
+  return { exitCode, signal: sig };
 }
 
 /** Decodes captured bytes; a cut at the output cap may split a character, so only a truncated tail may be partial. */

@@ -179,30 +179,60 @@ export async function runToolCall(
   const tool = registry.get(call.name);
   // verl looks the tool up in a dict, so an unknown name reads as Python's KeyError: 'name'.
   if (!tool) return fail("unknown_tool", pyStrRepr(call.name));
-  const settings = registry.settingsOf(call.name);
-  const semaphore = registry.semaphoreOf(call.name);
-  const timeoutMs = settings?.timeoutMs ?? options.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS;
-  const maxOutputChars = options.maxOutputChars ?? DEFAULT_MAX_OUTPUT_CHARS;
 
   const queued = performance.now();
   let releaseSlot: (() => void) | undefined;
   try {
-    releaseSlot = semaphore ? await semaphore.acquire(options.signal) : undefined;
+    releaseSlot = await registry.semaphoreOf(call.name)?.acquire(options.signal);
   } catch {
     return fail("cancelled", "the call was cancelled");
   }
   metrics.queueMs = performance.now() - queued;
 
+  const limits: CallLimits = {
+    timeoutMs: registry.settingsOf(call.name)?.timeoutMs ?? options.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS,
+    maxOutputChars: options.maxOutputChars ?? DEFAULT_MAX_OUTPUT_CHARS,
+    signal: options.signal,
+  };
+  try {
+    const createKwargs = toolsKwargs[call.name]?.create_kwargs ?? {};
+    const result = await createExecuteRelease(tool, createKwargs, parameters, limits, metrics, releaseSlot);
+    return outcomeOf(call.name, result, metrics, options);
+  } catch (err) {
+    if (err instanceof CallFailure || err instanceof ToolOutputError) return fail(err.kind, err.message);
+    return fail("exception", errorMessageOf(err));
+  }
+}
+
+interface CallLimits {
+  timeoutMs: number;
+  maxOutputChars: number;
+  signal: AbortSignal | undefined;
+}
+
+/**
+ * verl's instance lifecycle for one call: create with the sample's create_kwargs, execute, then release, with
+ * create + execute under the call's deadline. Resolves to the checked output, or rejects with why it failed; sets
+ * `latencyMs` (and `releaseError`) on `metrics`. `releaseSlot` runs as soon as the call is over, before the release,
+ * which may take a while.
+ */
+async function createExecuteRelease(
+  tool: Tool,
+  createKwargs: Record<string, unknown>,
+  parameters: Record<string, unknown>,
+  limits: CallLimits,
+  metrics: ToolCallMetrics,
+  releaseSlot: (() => void) | undefined,
+): Promise<ToolExecuteResult> {
   const controller = new AbortController();
   const onOuterAbort = () => controller.abort();
-  options.signal?.addEventListener("abort", onOuterAbort, { once: true });
-  const limit = deadline(timeoutMs, options.signal);
+  limits.signal?.addEventListener("abort", onOuterAbort, { once: true });
+  const limit = deadline(limits.timeoutMs, limits.signal);
   const started = performance.now();
   let instanceId: string | undefined;
   let settled = false;
   try {
     const work = (async () => {
-      const createKwargs = toolsKwargs[call.name]?.create_kwargs ?? {};
       const created = await tool.create(undefined, { create_kwargs: createKwargs });
       if (settled) {
         // The call already timed out while create was running: nobody will release this instance but us.
@@ -214,33 +244,36 @@ export async function runToolCall(
     })();
     // A tool that ignores the signal keeps running in the background; its late rejection must not go unhandled.
     work.catch(() => undefined);
-    const result = checkOutput(await Promise.race([work, limit.promise]), maxOutputChars);
+    const result = checkOutput(await Promise.race([work, limit.promise]), limits.maxOutputChars);
     metrics.latencyMs = performance.now() - started;
-    metrics.tool = result.metrics;
-    let text = result.response.text ?? "";
-    if (options.maxToolResponseLength !== undefined && text.length > options.maxToolResponseLength) {
-      const truncated = truncateToolResponse(text, options.maxToolResponseLength, options.toolResponseTruncateSide);
-      if (truncated !== text) metrics.truncatedFromChars = Array.from(text).length;
-      text = truncated;
-    }
-    const outcome: ToolCallOutcome = { name: call.name, text, reward: result.reward, metrics };
-    if (result.response.image) outcome.image = result.response.image;
-    if (result.response.video) outcome.video = result.response.video;
-    return outcome;
+    return result;
   } catch (err) {
     metrics.latencyMs = performance.now() - started;
-    if (err instanceof CallFailure) return fail(err.kind, err.message);
-    if (err instanceof ToolOutputError) return fail(err.kind, err.message);
-    return fail("exception", errorMessageOf(err));
+    throw err;
   } finally {
     settled = true;
     limit.dispose();
     controller.abort(); // tells a still-running tool to stop
-    options.signal?.removeEventListener("abort", onOuterAbort);
+    limits.signal?.removeEventListener("abort", onOuterAbort);
     releaseSlot?.();
     if (instanceId !== undefined) {
       const releaseError = await releaseQuietly(tool, instanceId);
       if (releaseError !== undefined) metrics.releaseError = releaseError;
     }
   }
+}
+
+/** The observation of a call that returned: its text (truncated as verl does, when asked), reward and media. */
+function outcomeOf(name: string, result: ToolExecuteResult, metrics: ToolCallMetrics, options: RunToolCallOptions): ToolCallOutcome {
+  metrics.tool = result.metrics;
+  let text = result.response.text ?? "";
+  if (options.maxToolResponseLength !== undefined && text.length > options.maxToolResponseLength) {
+    const truncated = truncateToolResponse(text, options.maxToolResponseLength, options.toolResponseTruncateSide);
+    if (truncated !== text) metrics.truncatedFromChars = Array.from(text).length;
+    text = truncated;
+  }
+  const outcome: ToolCallOutcome = { name, text, reward: result.reward, metrics };
+  if (result.response.image) outcome.image = result.response.image;
+  if (result.response.video) outcome.video = result.response.video;
+  return outcome;
 }

@@ -1,0 +1,124 @@
+/**
+ * The end of a trajectory: let go of its sticky server, check the tokens for drift, score the response, and write
+ * it all into the record (docs/trajectory-format.md). A reward function that throws makes this trajectory failed,
+ * not the run.
+ */
+import type { ConversationExport, DriftReport } from "../chat/index.js";
+import { computeReward } from "../rewards/index.js";
+import { TRAJECTORY_FORMAT_VERSION, type Trajectory, type TrajectorySegment } from "../data/trajectory.js";
+import { errorText, type Finish, type TrajectoryInFlight, type TurnLog } from "./trajectory-state.js";
+
+interface Scored {
+  score: number;
+  extra: Record<string, unknown>;
+  /** Set when the reward function threw. */
+  error?: string;
+}
+
+export async function finishTrajectory(run: TrajectoryInFlight, finish: Finish): Promise<Trajectory> {
+  const { ctx, conversation } = run;
+  ctx.client.forgetStickyKey(run.id);
+  const drift = conversation.driftMode === "off" ? undefined : conversation.driftCheck();
+  const exported = conversation.export();
+  const reward = await scoreResponse(run, ctx.model.decode(exported.responseIds, { skipSpecialTokens: true }));
+  const outcome: Finish = reward.error === undefined ? finish : { status: "failed", reason: "reward_error", error: reward.error };
+  return trajectoryRecord(run, exported, outcome, reward, drift);
+}
+
+async function scoreResponse(run: TrajectoryInFlight, responseText: string): Promise<Scored> {
+  const { sample, ctx, log } = run;
+  try {
+    return await computeReward(
+      {
+        dataSource: sample.dataSource,
+        responseText,
+        groundTruth: sample.groundTruth,
+        extraInfo: sample.extraInfo,
+        toolRewards: log.toolRewards,
+        turnScores: log.turnScores,
+      },
+      ctx.rewardFunction,
+      ctx.rewardKwargs,
+    );
+  } catch (err) {
+    // Only a user's reward module is an expected failure; the built-in scoring throwing is a bug.
+    if (!ctx.rewardFunction) throw err;
+    return { score: 0, extra: {}, error: `reward function failed: ${errorText(err)}` };
+  }
+}
+
+/** The conversation's segments, with what the turn log knows about each assistant and tool turn. */
+function segmentsOf(segments: ConversationExport["segments"], log: TurnLog): TrajectorySegment[] {
+  let toolSegment = 0;
+  let assistantSegment = 0;
+  return segments.map((segment) => {
+    const base = {
+      kind: segment.kind,
+      turn: segment.turn,
+      start: segment.start,
+      end: segment.end,
+      text: segment.text,
+      tool_name: null,
+      arguments: null,
+      latency_ms: null,
+      error: null,
+      finish_reason: null,
+    } satisfies TrajectorySegment;
+    if (segment.kind === "assistant") return { ...base, finish_reason: log.assistantFinish[assistantSegment++] ?? null };
+    if (segment.kind === "tool") return { ...base, ...(log.toolSegments[toolSegment++] ?? {}) };
+    return base;
+  });
+}
+
+function trajectoryRecord(
+  run: TrajectoryInFlight,
+  exported: ConversationExport,
+  finish: Finish,
+  reward: Scored,
+  drift: DriftReport | undefined,
+): Trajectory {
+  const { sample, log } = run;
+  const isToolCall = (c: (typeof log.calls)[number]) => !c.error_kind?.startsWith("parse:");
+  return {
+    format_version: TRAJECTORY_FORMAT_VERSION,
+    id: run.id,
+    data_index: sample.dataIndex,
+    sample_index: sample.sampleIndex,
+    group_id: sample.groupId,
+    data_source: sample.dataSource,
+    ground_truth: sample.groundTruth,
+    status: finish.status,
+    finish_reason: finish.reason,
+    error: finish.error ?? null,
+    prompt_ids: exported.promptIds,
+    response_ids: exported.responseIds,
+    response_mask: exported.responseMask,
+    response_logprobs: exported.responseLogprobs,
+    trainer_logprobs: null,
+    segments: segmentsOf(exported.segments, log),
+    calls: log.calls,
+    messages: JSON.stringify(exported.messages),
+    reward: reward.score,
+    score: reward.score,
+    tool_rewards: log.toolRewards,
+    turn_scores: log.turnScores,
+    reward_extra: Object.keys(reward.extra).length ? JSON.stringify(reward.extra) : null,
+    advantage: null,
+    num_turns: exported.assistantTurns + log.userTurns + 1,
+    assistant_turns: exported.assistantTurns,
+    user_turns: log.userTurns,
+    tool_calls: log.calls.filter(isToolCall).length,
+    tool_errors: log.calls.filter((c) => c.error_kind != null && isToolCall(c)).length,
+    parse_errors: log.parseErrors,
+    drift: drift?.status ?? "skipped",
+    drift_detail: drift && drift.status !== "match" ? JSON.stringify(drift) : null,
+    server: log.server,
+    weight_version: log.weightVersion,
+    step: run.ctx.step ?? null,
+    started_at: run.startedAt,
+    gen_ms: log.genMs,
+    tool_ms: log.toolMs,
+    total_ms: Date.now() - run.startedAt,
+    retries: log.retries,
+  };
+}
