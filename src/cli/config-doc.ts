@@ -3,6 +3,7 @@
  * description, straight from the zod schemas, so the docs cannot drift from what the CLI accepts.
  */
 import { z } from "zod";
+import { VERL_KEYS } from "../config/verl-keys.js";
 import { rolloutConfigSchema } from "../rollout/config.js";
 import { trainConfigSchema } from "../train/config.js";
 
@@ -44,6 +45,25 @@ function section(title: string, schema: z.ZodType, intro: string): string {
   return `## ${title}\n\n${intro}\n\n| key | type | default | meaning |\n|---|---|---|---|\n${out.join("\n")}\n`;
 }
 
+/** The verl key table (src/config/verl-keys.ts): the verl keys agentrl reads beyond its own, per command. */
+function verlSection(): string {
+  const rows = VERL_KEYS.map(
+    (entry) => `| \`${entry.key}${entry.subtree ? ".*" : ""}\` | ${entry.commands.join(", ")} | ${entry.summary.replaceAll("|", "\\|")} |`,
+  );
+  return [
+    "## verl keys agentrl reads",
+    "",
+    "Keys of verl's launch scripts that are not agentrl keys, or that agentrl judges by value (docs/from-verl.md).",
+    "Honoured: agentrl does what they ask; noted: accepted and ignored, with a one-line note in `--dry-run` and at run",
+    "start; refused: an error naming the key and why (exit 2). A key in neither table is an error naming the nearest one.",
+    "",
+    "| verl key | commands | what agentrl does |",
+    "|---|---|---|",
+    ...rows,
+    "",
+  ].join("\n");
+}
+
 export function configReference(): string {
   return [
     "# Config reference",
@@ -54,5 +74,6 @@ export function configReference(): string {
     "",
     section("`agentrl train --config`", trainConfigSchema, "One YAML file for a training run (examples/ has ready ones)."),
     section("`agentrl rollout --config`", rolloutConfigSchema, "Flags (`--data`, `--model`, `--server`, `--n`, ...) override these keys."),
+    verlSection(),
   ].join("\n");
 }

@@ -4,6 +4,7 @@
  * Every key has a default and a description; docs/config.md is generated from the same descriptions.
  */
 import { z } from "zod";
+import { PARSER_FORMATS } from "../parsers/index.js";
 import { builtinRewardKwargsSchema, DEFAULT_REWARD_NAME } from "../rewards/reward.js";
 
 const seconds = (description: string, value: number) => z.number().positive().default(value).describe(`${description} (seconds)`);
@@ -28,7 +29,9 @@ export const multiTurnSchema = z
       .describe("which part of a long tool response is kept: left = the start, right = the end, middle = both ends"),
     tool_config_path: z.string().nullable().default(null).describe("tool YAML in verl's format"),
     interaction_config_path: z.string().nullable().default(null).describe("interaction YAML in verl's format"),
-    format: z.string().default("auto").describe("function-call parser: auto, qwen25, hermes, llama3, mistral, deepseekv3, pythonic"),
+    format: z
+      .enum(PARSER_FORMATS as [string, ...string[]]).default("auto")
+      .describe("function-call parser; auto picks by the model's chat template (verl's hermes is the qwen25 format)"),
     tokenization_sanity_check_mode: z
       .enum(["strict", "ignore_strippable", "disable"]).default("strict")
       .describe("drift check of the token record against a full template render at the end of each trajectory"),

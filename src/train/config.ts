@@ -125,13 +125,10 @@ export const trainConfigSchema = z.strictObject({
       logger: z
         .array(
           z.enum(["console", "tensorboard"], {
-            error: (issue) =>
-              issue.input === "wandb"
-                ? "wandb is not built into agentrl: log to tensorboard, then upload its event files with 'wandb sync runs/<name>/tensorboard'"
-                : `expected "console" or "tensorboard", got ${JSON.stringify(issue.input)}`,
+            error: (issue) => `expected "console" or "tensorboard", got ${JSON.stringify(issue.input)}`,
           }),
         )
-        .default(["console"]).describe("where metrics go besides metrics.jsonl; tensorboard writes runs/<name>/tensorboard (needs the tensorboard package; for wandb, upload those event files with `wandb sync`)"),
+        .default(["console"]).describe("where metrics go besides metrics.jsonl; tensorboard writes runs/<name>/tensorboard (needs the tensorboard package; for wandb, upload those event files with `wandb sync`). verl's wandb and other trackers are dropped with a note"),
       seed: z.number().int().default(0).describe("seed of the worker (init, dropout) and of sampling"),
     })
     .prefault({}),

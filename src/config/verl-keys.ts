@@ -1,0 +1,270 @@
+/**
+ * verl keys as agentrl reads them. People come from verl with shell scripts of Hydra overrides (`key=value ...`);
+ * passed as `--set` flags, every override a script sets is one of three things:
+ *
+ * - honoured: agentrl does what it asks. Most keys are agentrl's own (same name, same meaning; the schema validates
+ *   them). The others are here: an agentrl equivalent (`to`), or agentrl's fixed behaviour (use_kl_in_reward=false:
+ *   agentrl never puts KL in the reward).
+ * - noted: meaningless here (vLLM and SGLang server knobs, FSDP offload, micro-batch counts, profilers, wandb): accepted,
+ *   dropped, and said in one line by --dry-run and at run start.
+ * - refused: agentrl cannot do it (use_kl_in_reward=true, LoRA, vLLM): an error naming the key and why, exit 2.
+ *
+ * Values matter: one key can be honoured at one value and refused at another. A key that is neither in a command's
+ * schema nor here stays an error with the nearest valid key suggested. docs/from-verl.md explains the classes;
+ * docs/config.md lists this table (src/cli/config-doc.ts renders it).
+ */
+
+export type VerlCommand = "train" | "rollout" | "sft";
+
+export type VerlVerdict =
+  /** `value`: what agentrl reads instead (logger=console → [console]); `to`: the agentrl key that holds it. */
+  | { class: "honoured"; value?: unknown; to?: string }
+  /** `value`: for a key in agentrl's schema, what is kept of it (logger [console, wandb] → [console]). */
+  | { class: "noted"; note: string; value?: unknown }
+  | { class: "refused"; why: string };
+
+export interface VerlKey {
+  /** verl's dotted key. */
+  key: string;
+  commands: readonly VerlCommand[];
+  /** The entry covers every key below `key` (global_profiler.*). */
+  subtree?: boolean;
+  /** verl's own values; any other is refused with this list, as verl would refuse it. */
+  values?: readonly unknown[];
+  /** What happens to a value; for docs, `summary` says it in words. */
+  verdict: (value: unknown) => VerlVerdict;
+  summary: string;
+}
+
+const honoured = (value?: unknown): VerlVerdict => (value === undefined ? { class: "honoured" } : { class: "honoured", value });
+const noted = (note: string, value?: unknown): VerlVerdict => (value === undefined ? { class: "noted", note } : { class: "noted", note, value });
+const refused = (why: string): VerlVerdict => ({ class: "refused", why });
+
+const TRAIN = ["train"] as const;
+const SFT = ["sft"] as const;
+const ROLLOUT_AND_TRAIN = ["rollout", "train"] as const;
+const BOOLEANS = [true, false] as const;
+
+/** A key agentrl has no use for: noted at every value. */
+function ignored(key: string, commands: readonly VerlCommand[], note: string, extra: Partial<VerlKey> = {}): VerlKey {
+  return { key, commands, verdict: () => noted(note), summary: `noted: ${note}`, ...extra };
+}
+
+/**
+ * A key whose value `own` is what agentrl always does: honoured there; any other value is noted (`otherwise` is a
+ * note: the result is the same, only speed or memory differ) or refused (`refuse`: the result would differ).
+ */
+function fixed(
+  key: string,
+  commands: readonly VerlCommand[],
+  own: unknown,
+  because: string,
+  otherwise: { note: string } | { refuse: string },
+  values?: readonly unknown[],
+): VerlKey {
+  const other = "note" in otherwise ? `noted: ${otherwise.note}` : `refused: ${otherwise.refuse}`;
+  return {
+    key,
+    commands,
+    ...(values ? { values } : {}),
+    verdict: (value) => (value === own ? honoured() : "note" in otherwise ? noted(otherwise.note) : refused(otherwise.refuse)),
+    summary: `${String(own)}: honoured (${because}); other values ${other}`,
+  };
+}
+
+/** A verl name of an agentrl key. */
+function renamed(key: string, commands: readonly VerlCommand[], to: string): VerlKey {
+  return { key, commands, verdict: () => ({ class: "honoured", to }), summary: `honoured as ${to}` };
+}
+
+const MICRO_BATCH_BY_TOKENS =
+  "a memory setting: agentrl's worker packs micro-batches by tokens (actor_rollout_ref.actor.ppo_max_token_len_per_gpu), not by count";
+const SFT_MICRO_BATCH_BY_TOKENS = "a memory setting: agentrl sft packs micro-batches by tokens (data.max_token_len_per_gpu), not by count";
+const NO_OFFLOAD =
+  "agentrl's worker keeps parameters and optimizer state on the device (no CPU offload); to save memory use " +
+  "model.enable_gradient_checkpointing or a smaller actor.ppo_max_token_len_per_gpu";
+const NO_REMOVE_PADDING = "agentrl's worker pads each micro-batch to its longest row (no remove-padding kernels); same loss, other speed";
+const NO_LORA = "agentrl trains every weight (no LoRA adapters)";
+const NO_CRITIC = "agentrl has no critic (grpo and rloo need none)";
+const KL_ONLY_IN_LOSS =
+  "only used with algorithm.use_kl_in_reward, and agentrl never puts KL in the reward; the KL loss's estimator is actor_rollout_ref.actor.kl_loss_type";
+const VERL_TRACKERS = ["wandb", "mlflow", "swanlab", "vemlp_wandb", "clearml", "trackio", "file"];
+const VERL_ROLLOUT_NAMES = ["vllm", "sglang", "trtllm"];
+const NOT_SGLANG = "agentrl generates with SGLang servers (name=sglang with server.urls) or its embedded engine (name=embedded)";
+
+/** trainer.logger of `agentrl train`: console and tensorboard are honoured; verl's other trackers are dropped with a note. */
+function trainLogger(value: unknown): VerlVerdict {
+  const list = typeof value === "string" ? [value] : value;
+  if (!Array.isArray(list)) return honoured();
+  const dropped = list.filter((name) => VERL_TRACKERS.includes(name));
+  if (dropped.length === 0) return honoured(list);
+  const kept = list.filter((name) => !VERL_TRACKERS.includes(name));
+  return noted(
+    `${dropped.join(", ")} not built into agentrl: metrics go to the console and runs/<name>/metrics.jsonl ` +
+      "(add tensorboard and upload its files with 'wandb sync runs/<name>/tensorboard')",
+    kept.length ? kept : ["console"],
+  );
+}
+
+function advEstimator(value: unknown): VerlVerdict {
+  if (value === "grpo_vectorized") return honoured("grpo");
+  if (value === "rloo_vectorized") return honoured("rloo");
+  if (value === "gae") return refused(`gae trains a value model (PPO); ${NO_CRITIC}: use grpo or rloo`);
+  const others = ["reinforce_plus_plus", "reinforce_plus_plus_baseline", "remax", "opo", "grpo_passk", "gpg", "optimal_token_baseline", "tir_optimal_token_baseline"];
+  if (typeof value === "string" && others.includes(value)) return refused(`agentrl implements grpo and rloo, not ${value}`);
+  return honoured();
+}
+
+function lora(key: string, commands: readonly VerlCommand[]): VerlKey {
+  return {
+    key,
+    commands,
+    verdict: (value) => (value === 0 ? honoured() : refused(`${NO_LORA}; leave lora_rank at 0`)),
+    summary: `0: honoured (full fine-tuning is what agentrl does); other values refused: ${NO_LORA}`,
+  };
+}
+
+export const VERL_KEYS: readonly VerlKey[] = [
+  // data
+  fixed("data.return_raw_chat", ROLLOUT_AND_TRAIN, true, "agentrl always renders prompts from the chat messages", {
+    note: "agentrl always renders prompts from the chat messages with the model's chat template; there is no pre-tokenized prompt",
+  }, BOOLEANS),
+  fixed("data.truncation", ROLLOUT_AND_TRAIN, "error", "a prompt over max_prompt_length is never cut", {
+    refuse: "agentrl never cuts a prompt: data.filter_overlong_prompts=true skips prompts over max_prompt_length, false fails on them",
+  }, ["error", "left", "right", "middle"]),
+
+  // actor_rollout_ref.model
+  fixed("actor_rollout_ref.model.use_remove_padding", TRAIN, false, "the worker pads micro-batches", { note: NO_REMOVE_PADDING }, BOOLEANS),
+  lora("actor_rollout_ref.model.lora_rank", TRAIN),
+  ignored("actor_rollout_ref.model.lora_alpha", TRAIN, `LoRA scaling; ${NO_LORA}`),
+  fixed("actor_rollout_ref.hybrid_engine", TRAIN, true, "the actor and the rollout share one model, synced every step", {
+    refuse: "agentrl always syncs the trained weights into the engine every step",
+  }, BOOLEANS),
+
+  // actor_rollout_ref.actor
+  renamed("actor_rollout_ref.actor.optim.clip_grad", TRAIN, "actor_rollout_ref.actor.grad_clip"),
+  ignored("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", TRAIN, MICRO_BATCH_BY_TOKENS),
+  ignored("actor_rollout_ref.actor.ppo_micro_batch_size", TRAIN, MICRO_BATCH_BY_TOKENS),
+  fixed("actor_rollout_ref.actor.use_dynamic_bsz", TRAIN, true, "micro-batches are packed by tokens", { note: MICRO_BATCH_BY_TOKENS }, BOOLEANS),
+  fixed("actor_rollout_ref.actor.fsdp_config.param_offload", TRAIN, false, "no CPU offload", { note: NO_OFFLOAD }, BOOLEANS),
+  fixed("actor_rollout_ref.actor.fsdp_config.optimizer_offload", TRAIN, false, "no CPU offload", { note: NO_OFFLOAD }, BOOLEANS),
+
+  // actor_rollout_ref.ref: the reference model lives in the worker next to the actor
+  ignored("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", TRAIN, MICRO_BATCH_BY_TOKENS),
+  ignored("actor_rollout_ref.ref.log_prob_micro_batch_size", TRAIN, MICRO_BATCH_BY_TOKENS),
+  fixed("actor_rollout_ref.ref.fsdp_config.param_offload", TRAIN, false, "no CPU offload", {
+    note: "the reference model (actor.use_kl_loss) stays on the device in agentrl's worker (no CPU offload)",
+  }, BOOLEANS),
+
+  // actor_rollout_ref.rollout
+  {
+    key: "actor_rollout_ref.rollout.name",
+    commands: TRAIN,
+    verdict: (value) => (typeof value === "string" && value !== "sglang" && VERL_ROLLOUT_NAMES.includes(value) ? refused(`${NOT_SGLANG}; ${value} is not supported`) : honoured()),
+    summary: `sglang: honoured; vllm, trtllm: refused (${NOT_SGLANG})`,
+  },
+  {
+    key: "actor_rollout_ref.rollout.name",
+    commands: ["rollout"],
+    values: VERL_ROLLOUT_NAMES,
+    verdict: (value) =>
+      value === "sglang" ? noted("agentrl rollout generates with the SGLang servers given by --server (or --engine embedded)") : refused(`${NOT_SGLANG}; ${String(value)} is not supported`),
+    summary: `sglang: noted (agentrl rollout takes --server or --engine); vllm, trtllm: refused`,
+  },
+  fixed("actor_rollout_ref.rollout.mode", ROLLOUT_AND_TRAIN, "async", "agentrl's rollouts are asynchronous, per request", {
+    refuse: "agentrl's rollouts are always asynchronous, per request (verl removed sync mode too)",
+  }, ["async", "sync"]),
+  ignored("actor_rollout_ref.rollout.gpu_memory_utilization", ROLLOUT_AND_TRAIN,
+    "SGLang's memory share is set where the server starts: agentrl serve --engine sglang ... -- --mem-fraction-static F"),
+  ignored("actor_rollout_ref.rollout.tensor_model_parallel_size", ROLLOUT_AND_TRAIN,
+    "SGLang's tensor parallelism is set where the server starts: agentrl serve --engine sglang --tp N"),
+  fixed("actor_rollout_ref.rollout.multi_stage_wake_up", ROLLOUT_AND_TRAIN, true, "with trainer.colocate the engine wakes weights first, then its KV cache", {
+    note: "with trainer.colocate agentrl always wakes the engine in two stages (weights, then KV cache)",
+  }, BOOLEANS),
+  ignored("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", TRAIN, MICRO_BATCH_BY_TOKENS),
+  ignored("actor_rollout_ref.rollout.log_prob_micro_batch_size", TRAIN, MICRO_BATCH_BY_TOKENS),
+  ignored("actor_rollout_ref.rollout.load_format", ROLLOUT_AND_TRAIN,
+    "the engine loads actor_rollout_ref.model.path itself and gets the trained weights every step"),
+  ignored("actor_rollout_ref.rollout.layered_summon", TRAIN, `gathers LoRA weights for the rollout; ${NO_LORA}`, { values: BOOLEANS }),
+
+  // algorithm
+  {
+    key: "algorithm.adv_estimator",
+    commands: TRAIN,
+    verdict: advEstimator,
+    summary: "grpo, rloo: honoured (grpo_vectorized, rloo_vectorized as grpo, rloo); gae and verl's other estimators refused",
+  },
+  fixed("algorithm.use_kl_in_reward", TRAIN, false, "agentrl never puts KL in the reward", {
+    refuse: "agentrl does not put KL in the reward; for a KL penalty use actor_rollout_ref.actor.use_kl_loss=true (with kl_loss_coef, kl_loss_type)",
+  }, BOOLEANS),
+  ignored("algorithm.kl_penalty", TRAIN, KL_ONLY_IN_LOSS, { values: ["kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "full"] }),
+  ignored("algorithm.kl_ctrl", TRAIN, KL_ONLY_IN_LOSS, { subtree: true }),
+
+  // trainer
+  fixed("trainer.critic_warmup", TRAIN, 0, "the actor trains from the first step", {
+    refuse: `${NO_CRITIC}, so there is nothing to warm up; the actor trains from the first step`,
+  }),
+  { key: "trainer.logger", commands: TRAIN, verdict: trainLogger, summary: "console, tensorboard: honoured (a single name as a list); wandb and verl's other trackers noted and dropped" },
+  {
+    key: "trainer.logger",
+    commands: SFT,
+    verdict: (value) => {
+      const list = typeof value === "string" ? [value] : Array.isArray(value) ? value : [];
+      return list.every((name) => name === "console") ? honoured() : noted("agentrl sft logs to the console and runs/<name>/metrics.jsonl only");
+    },
+    summary: "console: honoured; other trackers noted (agentrl sft logs to the console and the run folder)",
+  },
+  ignored("global_profiler", TRAIN, "verl's profilers (nsys, torch, torch_memory) are not built in; step timings are the timing_s/* metrics", { subtree: true }),
+
+  // verl's SFT trainer (verl/trainer/config/sft_trainer.yaml)
+  ignored("data.micro_batch_size", SFT, SFT_MICRO_BATCH_BY_TOKENS),
+  ignored("data.micro_batch_size_per_gpu", SFT, SFT_MICRO_BATCH_BY_TOKENS),
+  ...["data.prompt_key", "data.response_key", "data.prompt_dict_keys", "data.response_dict_keys"].map((key) => ({
+    key,
+    commands: SFT,
+    verdict: () => refused("agentrl sft trains on conversations (a messages column, data.multiturn.messages_key), not on prompt/response columns"),
+    summary: "refused: agentrl sft reads conversations, not single-turn prompt/response columns",
+  })),
+  renamed("optim.lr_warmup_steps_ratio", SFT, "optim.warmup_steps_ratio"),
+  lora("model.lora_rank", SFT),
+  ignored("model.lora_alpha", SFT, `LoRA scaling; ${NO_LORA}`),
+  fixed("use_remove_padding", SFT, false, "the worker pads micro-batches", { note: NO_REMOVE_PADDING }, BOOLEANS),
+  fixed("ulysses_sequence_parallel_size", SFT, 1, "each sequence on one GPU", {
+    note: "sequence parallelism is not built in: agentrl's worker shards the model with FSDP and keeps each sequence on one GPU",
+  }),
+];
+
+/** The entry for a dotted key under `command`: its own, or a subtree's it sits in. */
+export function verlKeyFor(key: string, command: VerlCommand): VerlKey | undefined {
+  return VERL_KEYS.find((entry) => entry.commands.includes(command) && (entry.key === key || (entry.subtree && key.startsWith(`${entry.key}.`))));
+}
+
+/** The names of the command's verl keys right below dotted `path` ("" = the top level), for "did you mean". */
+export function verlNamesUnder(path: string, command: VerlCommand): string[] {
+  const prefix = path ? `${path}.` : "";
+  const below = VERL_KEYS.filter((entry) => entry.commands.includes(command) && entry.key.startsWith(prefix));
+  return [...new Set(below.map((entry) => entry.key.slice(prefix.length).split(".")[0]!))];
+}
+
+/** Which command a config schema belongs to, by the top-level section only its config has. */
+export function verlCommandOf(sections: readonly string[]): VerlCommand | undefined {
+  if (sections.includes("algorithm")) return "train";
+  if (sections.includes("output")) return "rollout";
+  if (sections.includes("optim")) return "sft";
+  return undefined;
+}
+
+/** A value as a Hydra override writes it: `true`, `0.85`, `text`, `[console,wandb]`. */
+export function showValue(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(showValue).join(",")}]`;
+  if (value !== null && typeof value === "object") return JSON.stringify(value);
+  return String(value);
+}
+
+/** The verdict on one value, checking it against verl's own values first. */
+export function judgeVerlValue(entry: VerlKey, value: unknown): VerlVerdict {
+  if (entry.values && !entry.values.includes(value)) {
+    return refused(`not one of verl's values: ${entry.values.map(showValue).join(", ")}`);
+  }
+  return entry.verdict(value);
+}
