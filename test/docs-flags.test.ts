@@ -23,7 +23,7 @@ const OTHER_PROGRAMS_FLAGS: Record<string, string[]> = {
     "--random-seed",
     "--context-length",
   ],
-  "the embedded engine's own command line (python -m agentrl_worker.engine)": ["--dtype", "--max-batch"],
+  "the embedded engine's own command line (python -m agentrl_worker.embedded_server)": ["--dtype", "--max-batch"],
   "torchrun and the Python worker it starts": ["--nnodes", "--nproc_per_node", "--node_rank", "--parent-pid", "--idle-timeout-h"],
   "bubblewrap, which runs the python code tool (docs/security.md)": [
     "--clearenv",

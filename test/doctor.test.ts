@@ -8,7 +8,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runDoctor, type DoctorOptions, type DoctorReport } from "../src/doctor/index.js";
-import { freePort, startEngine, type ManagedEngine } from "../src/serve/index.js";
+import { freePort, startInferenceServer, type InferenceServer } from "../src/serve/index.js";
 import { startFakeSglang, type FakeSglang } from "./fake-sglang/index.js";
 import { materializeFixtureModel } from "./fixtures/templates/materialize.js";
 import { runCli } from "./helpers/cli.js";
@@ -196,11 +196,11 @@ describe("doctor's /generate check", () => {
 });
 
 describe("doctor against the embedded engine", () => {
-  let engine: ManagedEngine;
+  let engine: InferenceServer;
   let model: string;
   beforeAll(async () => {
     model = tinyQwenModel();
-    engine = await startEngine({ engine: "embedded", model, port: 0, startupTimeoutMs: 120_000 });
+    engine = await startInferenceServer({ engine: "embedded", model, port: 0, startupTimeoutMs: 120_000 });
   }, 180_000);
   afterAll(async () => {
     await engine?.stop();

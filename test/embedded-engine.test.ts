@@ -13,7 +13,7 @@ import { request } from "undici";
 import { REPO_ROOT, SHARED, runCli } from "./helpers/cli.js";
 import { tinyQwenModel } from "./helpers/tiny-model.js";
 import { describeSglangProtocol } from "./protocol/sglang-protocol.js";
-import { startEngine } from "../src/serve/index.js";
+import { startInferenceServer } from "../src/serve/index.js";
 import { WorkerClient, readSafetensors, writeBatch } from "../src/train/worker/index.js";
 import { readTrajectories } from "../src/data/trajectory-store.js";
 import type { Trajectory } from "../src/data/trajectory.js";
@@ -22,7 +22,7 @@ const model = tinyQwenModel();
 const tmp = (p: string) => mkdtempSync(path.join(os.tmpdir(), `agentrl-${p}-`));
 
 describeSglangProtocol("embedded engine", async () => {
-  const engine = await startEngine({ engine: "embedded", model, port: 0 });
+  const engine = await startInferenceServer({ engine: "embedded", model, port: 0 });
   return { url: engine.url, close: async () => void (await engine.stop()) };
 });
 
@@ -97,7 +97,7 @@ describe("rollout on the embedded engine, checked against the training worker", 
   });
 
   it("weights saved by the worker and loaded with /update_weights_from_disk change outputs and the weight version", async () => {
-    const engine = await startEngine({ engine: "embedded", model, port: 0 });
+    const engine = await startInferenceServer({ engine: "embedded", model, port: 0 });
     try {
       const prompt = trajectories[0]!.prompt_ids;
       const before = await generate(engine.url, prompt);

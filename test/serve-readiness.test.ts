@@ -11,7 +11,7 @@ import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, describe, expect, it } from "vitest";
 import { UsageError } from "../src/errors.js";
-import { EngineStartError, startEngine, startManagedProcess, type ManagedProcess, type ManagedProcessOptions } from "../src/serve/index.js";
+import { ServerStartError, startInferenceServer, startServerProcess, type ServerProcess, type ServerProcessOptions } from "../src/serve/index.js";
 import { runCli } from "./helpers/cli.js";
 import { tinyQwenModel } from "./helpers/tiny-model.js";
 import { alive } from "./helpers/process.js";
@@ -42,9 +42,9 @@ function childScript(name: string, source: string): { script: string; pidFile: s
 }
 
 /** Starts a child expected to fail start-up; one that wrongly comes up is stopped before the test goes on. */
-async function startExpectingFailure(options: ManagedProcessOptions): Promise<unknown> {
-  const outcome = await startManagedProcess(options).catch((err: unknown) => err);
-  if (!(outcome instanceof Error)) await (outcome as ManagedProcess).stop("SIGKILL");
+async function startExpectingFailure(options: ServerProcessOptions): Promise<unknown> {
+  const outcome = await startServerProcess(options).catch((err: unknown) => err);
+  if (!(outcome instanceof Error)) await (outcome as ServerProcess).stop("SIGKILL");
   return outcome;
 }
 
@@ -76,9 +76,9 @@ describe("agentrl serve on a busy port (built CLI)", () => {
     expect(seconds).toBeLessThan(10);
   }, 90_000);
 
-  it("startEngine refuses a busy port for sglang too, before starting anything", async () => {
+  it("startInferenceServer refuses a busy port for sglang too, before starting anything", async () => {
     const port = await occupyPort();
-    const error = await startEngine({ engine: "sglang", model: "m", port, python: path.join(work, "no-such-python") }).catch((err: unknown) => err);
+    const error = await startInferenceServer({ engine: "sglang", model: "m", port, python: path.join(work, "no-such-python") }).catch((err: unknown) => err);
     expect(error).toBeInstanceOf(UsageError);
     expect((error as UsageError).message).toBe(`cannot start sglang on 127.0.0.1:${port}: something already listens on port ${port}`);
   });
@@ -98,8 +98,8 @@ describe("readiness comes from the process agentrl started", () => {
       startupTimeoutMs: 20_000,
       graceMs: 500,
     });
-    expect(error).toBeInstanceOf(EngineStartError);
-    expect((error as EngineStartError).message).toMatch(/answers \/health, but not from the test engine agentrl started/);
+    expect(error).toBeInstanceOf(ServerStartError);
+    expect((error as ServerStartError).message).toMatch(/answers \/health, but not from the test engine agentrl started/);
     expect(Date.now() - started).toBeLessThan(10_000);
     expect(await goneWithin(pidFile, 5_000)).toBe(true);
   });
@@ -111,7 +111,7 @@ describe("readiness comes from the process agentrl started", () => {
 server.listen(0, "127.0.0.1", () => console.log("listening on " + server.address().port));`,
     );
     let url: string | undefined;
-    const engine = await startManagedProcess({
+    const engine = await startServerProcess({
       label: "the test engine",
       command: process.execPath,
       args: [script],
@@ -142,9 +142,9 @@ server.listen(0, "127.0.0.1", () => console.log("listening on " + server.address
       startupTimeoutMs: 20_000,
       graceMs: 500,
     });
-    expect(error).toBeInstanceOf(EngineStartError);
-    expect((error as EngineStartError).message).toBe("the test engine exited during start-up (exit code 3)");
-    expect((error as EngineStartError).logTail).toContain("bind failed");
+    expect(error).toBeInstanceOf(ServerStartError);
+    expect((error as ServerStartError).message).toBe("the test engine exited during start-up (exit code 3)");
+    expect((error as ServerStartError).logTail).toContain("bind failed");
     expect(await goneWithin(pidFile, 5_000)).toBe(true);
   });
 });

@@ -1,5 +1,5 @@
 /**
- * src/serve: launch command lines (unit), the managed-process lifecycle against a fake `python` that plays SGLang
+ * src/serve: launch command lines (unit), the supervised server lifecycle against a fake `python` that plays SGLang
  * (health wait, crash and timeout with the log tail, SIGTERM → SIGKILL escalation, no orphans when agentrl itself is
  * SIGKILLed), `agentrl serve` end to end, and one real start of the embedded engine with a tiny model.
  */
@@ -13,12 +13,12 @@ import { UsageError } from "../src/errors.js";
 import {
   startFleet,
   embeddedLaunchCommand,
-  EngineStartError,
+  ServerStartError,
   freePort,
   redactArgs,
   routerLaunchCommand,
   sglangLaunchCommand,
-  startEngine,
+  startInferenceServer,
 } from "../src/serve/index.js";
 import { CLI, REPO_ROOT } from "./helpers/cli.js";
 import { tinyQwenModel } from "./helpers/tiny-model.js";
@@ -50,7 +50,7 @@ describe("launch command lines", () => {
 
   it("embedded: the worker package on PYTHONPATH, one device only", () => {
     const cmd = embeddedLaunchCommand({ ...base, engine: "embedded", port: 0, gpus: [1] }, "/pkg/worker");
-    expect(cmd.args).toEqual(["-m", "agentrl_worker.engine", "--model", "/models/Qwen3 8B", "--host", "127.0.0.1", "--port", "0", "--device", "cuda"]);
+    expect(cmd.args).toEqual(["-m", "agentrl_worker.embedded_server", "--model", "/models/Qwen3 8B", "--host", "127.0.0.1", "--port", "0", "--device", "cuda"]);
     expect(cmd.env.CUDA_VISIBLE_DEVICES).toBe("1");
     expect(cmd.env.PYTHONPATH?.split(path.delimiter)[0]).toBe("/pkg/worker");
     expect(() => embeddedLaunchCommand({ ...base, engine: "embedded", gpus: [0, 1] }, "/w")).toThrow(/one device/);
@@ -128,11 +128,11 @@ afterAll(() => {
   for (const pid of stragglers) if (alive(pid)) process.kill(pid, "SIGKILL");
 });
 
-describe("startEngine with a fake sglang", () => {
+describe("startInferenceServer with a fake sglang", () => {
   it("passes the command line through, waits for /health, and stop() takes the whole group down", async () => {
     const record = recordFile();
     const port = await freePort();
-    const engine = await startEngine({
+    const engine = await startInferenceServer({
       engine: "sglang",
       model: "/models/my model",
       port,
@@ -161,10 +161,10 @@ describe("startEngine with a fake sglang", () => {
 
   it("a crash during start-up rejects with the engine's last lines", async () => {
     const record = recordFile();
-    const error = await startEngine({ engine: "sglang", model: "m", port: await freePort(), python: fakePython, env: { FAKE_RECORD: record, FAKE_MODE: "crash" } }).catch((err: unknown) => err);
-    expect(error).toBeInstanceOf(EngineStartError);
-    expect((error as EngineStartError).message).toMatch(/sglang exited during start-up \(exit code 3\)/);
-    expect((error as EngineStartError).logTail).toContain("CUDA out of memory");
+    const error = await startInferenceServer({ engine: "sglang", model: "m", port: await freePort(), python: fakePython, env: { FAKE_RECORD: record, FAKE_MODE: "crash" } }).catch((err: unknown) => err);
+    expect(error).toBeInstanceOf(ServerStartError);
+    expect((error as ServerStartError).message).toMatch(/sglang exited during start-up \(exit code 3\)/);
+    expect((error as ServerStartError).logTail).toContain("CUDA out of memory");
     const seen = await readRecord(record);
     stragglers.push(seen.sub);
     expect(await gone([seen.pid, seen.sub])).toBe(true);
@@ -172,7 +172,7 @@ describe("startEngine with a fake sglang", () => {
 
   it("a start-up timeout kills the group; SIGKILL follows a SIGTERM that is ignored", async () => {
     const record = recordFile();
-    const error = await startEngine({
+    const error = await startInferenceServer({
       engine: "sglang",
       model: "m",
       port: await freePort(),
@@ -182,13 +182,13 @@ describe("startEngine with a fake sglang", () => {
       env: { FAKE_RECORD: record, FAKE_MODE: "never-ready" },
     }).catch((err: unknown) => err);
     expect((error as Error).message).toContain("did not answer /health within 2 s");
-    expect((error as EngineStartError).logTail).toContain("fake sglang starting");
+    expect((error as ServerStartError).logTail).toContain("fake sglang starting");
     const seen = await readRecord(record);
     stragglers.push(seen.pid, seen.sub);
     expect(await gone([seen.pid, seen.sub])).toBe(true);
 
     const stubborn = recordFile();
-    const engine = await startEngine({ engine: "sglang", model: "m", port: await freePort(), python: fakePython, graceMs: 300, env: { FAKE_RECORD: stubborn, FAKE_MODE: "ignore-term" } });
+    const engine = await startInferenceServer({ engine: "sglang", model: "m", port: await freePort(), python: fakePython, graceMs: 300, env: { FAKE_RECORD: stubborn, FAKE_MODE: "ignore-term" } });
     const pids = await readRecord(stubborn);
     stragglers.push(pids.pid, pids.sub);
     const exit = await engine.stop();
@@ -297,7 +297,7 @@ describe("agentrl serve (built CLI)", () => {
 describe("the embedded engine, for real", () => {
   it("starts a tiny model on a free port, generates, and stops cleanly", async () => {
     const model = tinyQwenModel();
-    const engine = await startEngine({ engine: "embedded", model, port: 0, startupTimeoutMs: 120_000 });
+    const engine = await startInferenceServer({ engine: "embedded", model, port: 0, startupTimeoutMs: 120_000 });
     try {
       expect(engine.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
       const response = await fetch(`${engine.url}/generate`, {

@@ -142,9 +142,9 @@ async function openRollout(config: RolloutConfig, flags: RolloutFlags, inputs: R
 
 /** Starts agentrl's embedded engine on the model; the rollout section it returns points at it. */
 async function startEmbeddedEngine(rollout: RolloutSection, modelPath: string, quiet: boolean, cleanups: Cleanup[]): Promise<RolloutSection> {
-  const { startEngine } = await import("../serve/index.js");
+  const { startInferenceServer } = await import("../serve/index.js");
   if (!quiet) process.stderr.write(`starting the embedded engine on ${modelPath}...\n`);
-  const engine = await startEngine({ engine: "embedded", model: modelPath, port: 0 });
+  const engine = await startInferenceServer({ engine: "embedded", model: modelPath, port: 0 });
   cleanups.unshift(() => engine.stop());
   return { ...rollout, server: { ...rollout.server, urls: [engine.url] } };
 }

@@ -1,29 +1,32 @@
 /**
- * The `agentrl serve` action: start the engine, print its URL, forward Ctrl-C / SIGTERM, and exit when it is gone.
- * Exit codes: 0 after a requested stop, 130 when Ctrl-C came during start-up, 1 when the engine died by itself or
- * another server answered in its place, 2 for bad flags, a missing model folder or a port something already listens on.
+ * The `agentrl serve` action: start the inference server `--engine` names, print its URL, forward Ctrl-C / SIGTERM,
+ * and exit when it is gone. Exit codes: 0 after a requested stop, 130 when Ctrl-C came during start-up, 1 when the
+ * server died by itself or another server answered in its place, 2 for bad flags, a missing model folder or a port
+ * something already listens on.
  */
 import { ExitError, UsageError } from "../errors.js";
 import type { ServeFlags } from "../cli/commands/serve.js";
 import { checkOutputPath } from "../data/output-path.js";
-import { EngineStartError } from "./errors.js";
-import { startEngine, startFleet } from "./start-engine.js";
+import { describeExit, type ProcessExit } from "../process/index.js";
+import { ServerStartError } from "./errors.js";
+import { startFleet } from "./fleet.js";
+import { startInferenceServer } from "./inference-server.js";
 
-/** One engine, or several SGLang servers behind the router: what serve waits on and stops. */
+/** One inference server, or several SGLang servers behind the router: what serve waits on and stops. */
 interface Running {
   url: string;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null; requested: boolean }>;
+  exited: Promise<ProcessExit>;
   stop(): Promise<void>;
   logTail(): string[];
   what: string;
 }
 
-export async function runServeCommand(flags: ServeFlags, engineArgs: readonly string[]): Promise<void> {
+export async function runServeCommand(flags: ServeFlags, serverArgs: readonly string[]): Promise<void> {
   if (flags.engine !== "embedded" && flags.engine !== "sglang") {
     throw new UsageError(`--engine must be embedded or sglang, got '${flags.engine}'`);
   }
   if (!flags.model) throw new UsageError("serve needs --model DIR");
-  // Before the engine starts: a log file that cannot be written would fail (or crash) only once it runs.
+  // Before the server starts: a log file that cannot be written would fail (or crash) only once it runs.
   if (flags.logFile) await checkOutputPath(flags.logFile, "file");
   const apiKey = flags.apiKey ?? process.env.SGLANG_API_KEY;
   const showLines = !flags.quiet && !flags.logFile;
@@ -35,7 +38,7 @@ export async function runServeCommand(flags: ServeFlags, engineArgs: readonly st
     if (stopping) return;
     stopping = signal;
     process.stderr.write(`\nagentrl serve: ${signal}, stopping the engine...\n`);
-    // SIGTERM even for Ctrl-C: both engines shut down cleanly on it, while SIGINT makes Python print a traceback.
+    // SIGTERM even for Ctrl-C: both servers shut down cleanly on it, while SIGINT makes Python print a traceback.
     if (running) void running.stop();
     else startup.abort();
   };
@@ -54,7 +57,7 @@ export async function runServeCommand(flags: ServeFlags, engineArgs: readonly st
       ...(apiKey ? { apiKey } : {}),
       ...(flags.python ? { python: flags.python } : {}),
       ...(flags.logFile ? { logFile: flags.logFile } : {}),
-      extraArgs: engineArgs,
+      extraArgs: serverArgs,
       startupTimeoutMs: flags.startupTimeout * 1000,
       ...(showLines ? { onLine: (line: string) => process.stderr.write(`${line}\n`) } : {}),
       signal: startup.signal,
@@ -64,12 +67,12 @@ export async function runServeCommand(flags: ServeFlags, engineArgs: readonly st
         const fleet = await startFleet({ ...common, replicas: flags.replicas! });
         running = { url: fleet.url, exited: fleet.exited, stop: () => fleet.stop(), logTail: () => [], what: `sglang router over ${fleet.workerUrls.join(", ")}` };
       } else {
-        const engine = await startEngine(common);
-        running = { url: engine.url, exited: engine.exited, stop: () => engine.stop("SIGTERM").then(() => undefined), logTail: engine.logTail, what: `${flags.engine} (process group ${engine.pid})` };
+        const server = await startInferenceServer(common);
+        running = { url: server.url, exited: server.exited, stop: () => server.stop("SIGTERM").then(() => undefined), logTail: () => server.logTail(), what: `${flags.engine} (process group ${server.pid})` };
       }
     } catch (err) {
-      if (err instanceof EngineStartError && err.stoppedDuringStartup) throw new ExitError(130, "stopped during start-up");
-      if (err instanceof EngineStartError && !showLines && err.logTail) process.stderr.write(`${err.logTail}\n`);
+      if (err instanceof ServerStartError && err.stoppedDuringStartup) throw new ExitError(130, "stopped during start-up");
+      if (err instanceof ServerStartError && !showLines && err.logTail) process.stderr.write(`${err.logTail}\n`);
       throw err;
     }
     if (stopping) void running.stop();
@@ -83,8 +86,7 @@ export async function runServeCommand(flags: ServeFlags, engineArgs: readonly st
     }
     await running.stop();
     if (!showLines) process.stderr.write(`${running.logTail().join("\n")}\n`);
-    const how = exit.signal ? `signal ${exit.signal}` : `exit code ${exit.code}`;
-    throw new EngineStartError(`the ${flags.engine} engine exited by itself (${how})`, running.logTail().join("\n"));
+    throw new ServerStartError(`the ${flags.engine} engine exited by itself (${describeExit(exit)})`, running.logTail().join("\n"));
   } finally {
     process.off("SIGINT", onSignal);
     process.off("SIGTERM", onSignal);

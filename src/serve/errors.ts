@@ -1,8 +1,8 @@
 import { AgentrlError } from "../errors.js";
 
-/** An engine (or the router) that did not come up: carries its last log lines. Exit code 1. */
-export class EngineStartError extends AgentrlError {
-  /** True when agentrl itself stopped it (Ctrl-C during start-up), not a failure of the engine. */
+/** An inference server (or the router) that did not come up: carries its last log lines. Exit code 1. */
+export class ServerStartError extends AgentrlError {
+  /** True when agentrl itself stopped it (Ctrl-C during start-up), not a failure of the server. */
   readonly stoppedDuringStartup: boolean;
 
   constructor(

@@ -1,14 +1,26 @@
-/** Managed inference engines: the embedded engine, SGLang and the SGLang router. See docs/serve-and-doctor.md. */
-export { startEngine, startRouter, startFleet, type StartFleetOptions, type ManagedFleet, defaultPython, freePort, clientUrl, type StartEngineOptions, type StartRouterOptions, type ManagedEngine } from "./start-engine.js";
-export { startManagedProcess, type ManagedProcess, type ManagedProcessOptions, type ProcessExit } from "./managed-process.js";
+/**
+ * Supervised inference servers (the embedded server, SGLang) and the SGLang router, for `agentrl serve` and for the
+ * embedded server of train and rollout. See docs/serve-and-doctor.md.
+ */
+export {
+  startInferenceServer,
+  startRouter,
+  defaultPython,
+  freePort,
+  clientUrl,
+  type StartInferenceServerOptions,
+  type StartRouterOptions,
+  type InferenceServer,
+} from "./inference-server.js";
+export { startFleet, type StartFleetOptions, type ServerFleet } from "./fleet.js";
+export { startServerProcess, type ServerProcess, type ServerProcessOptions } from "./server-process.js";
 export {
   sglangLaunchCommand,
   embeddedLaunchCommand,
   routerLaunchCommand,
   redactArgs,
-  type EngineKind,
-  type EngineLaunchOptions,
+  type InferenceServerKind,
+  type ServerLaunchOptions,
   type LaunchCommand,
 } from "./launch-args.js";
-export { EngineStartError } from "./errors.js";
-export { GUARDIAN_SOURCE } from "./guardian.js";
+export { ServerStartError } from "./errors.js";

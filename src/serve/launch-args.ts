@@ -1,19 +1,20 @@
 /**
- * The command lines agentrl launches inference engines with, built as argument arrays (never a shell string, so a
+ * The command lines agentrl launches inference servers with, built as argument arrays (never a shell string, so a
  * model path with spaces or quotes is passed through untouched). Pure functions: the unit tests pin every flag.
  */
 import path from "node:path";
 import { UsageError } from "../errors.js";
 
-export type EngineKind = "embedded" | "sglang";
+/** Which inference server: the `--engine` flag's value (the embedded server or SGLang). */
+export type InferenceServerKind = "embedded" | "sglang";
 
-export interface EngineLaunchOptions {
-  engine: EngineKind;
+export interface ServerLaunchOptions {
+  engine: InferenceServerKind;
   /** Model folder (or, for SGLang, a Hugging Face id). */
   model: string;
   host: string;
   port: number;
-  /** GPU ids to run on; they become CUDA_VISIBLE_DEVICES. Empty: the engine's default device. */
+  /** GPU ids to run on; they become CUDA_VISIBLE_DEVICES. Empty: the server's default device. */
   gpus?: readonly number[];
   /** SGLang tensor-parallel size; defaults to the number of GPUs divided by dpSize. */
   tpSize?: number;
@@ -66,7 +67,7 @@ function gpuEnv(gpus: readonly number[] | undefined): Record<string, string> {
 }
 
 /** `python -m sglang.launch_server ...` with the flags RL needs. */
-export function sglangLaunchCommand(options: EngineLaunchOptions): LaunchCommand {
+export function sglangLaunchCommand(options: ServerLaunchOptions): LaunchCommand {
   const extra = options.extraArgs ?? [];
   checkExtraArgs(extra);
   const gpuCount = options.gpus?.length ?? 0;
@@ -91,8 +92,8 @@ export function sglangLaunchCommand(options: EngineLaunchOptions): LaunchCommand
   return { args, env: gpuEnv(options.gpus) };
 }
 
-/** `python -m agentrl_worker.engine ...`; `workerDir` goes first on PYTHONPATH. */
-export function embeddedLaunchCommand(options: EngineLaunchOptions, workerDir: string): LaunchCommand {
+/** `python -m agentrl_worker.embedded_server ...`; `workerDir` goes first on PYTHONPATH. */
+export function embeddedLaunchCommand(options: ServerLaunchOptions, workerDir: string): LaunchCommand {
   const extra = options.extraArgs ?? [];
   checkExtraArgs(extra);
   if ((options.tpSize ?? 1) > 1 || (options.dpSize ?? 1) > 1) {
@@ -103,7 +104,7 @@ export function embeddedLaunchCommand(options: EngineLaunchOptions, workerDir: s
   }
   const gpus = options.gpus ?? [];
   if (gpus.length > 1) throw new UsageError(`the embedded engine runs on one device; --gpus lists ${gpus.length}`);
-  const args = ["-m", "agentrl_worker.engine", "--model", options.model, "--host", options.host, "--port", String(options.port)];
+  const args = ["-m", "agentrl_worker.embedded_server", "--model", options.model, "--host", options.host, "--port", String(options.port)];
   if (gpus.length === 1) args.push("--device", "cuda");
   if (options.apiKey) args.push("--api-key", options.apiKey);
   args.push(...extra);

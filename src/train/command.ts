@@ -231,9 +231,9 @@ export async function runTrainCommand(flags: TrainFlags): Promise<void> {
 
   const stop = handleInterrupts("finishing the current phase and saving a checkpoint");
 
-  const { startEngine } = await import("../serve/index.js");
+  const { startInferenceServer } = await import("../serve/index.js");
   const { WorkerClient } = await import("./worker/index.js");
-  let engine: Awaited<ReturnType<typeof startEngine>> | undefined;
+  let engine: Awaited<ReturnType<typeof startInferenceServer>> | undefined;
   let worker: Awaited<ReturnType<typeof WorkerClient.start>> | undefined;
   let client: ReturnType<typeof makeClient> | undefined;
   const reporter = consoleReporter(totalSteps(config, trainPrompts.length), flags);
@@ -254,7 +254,7 @@ export async function runTrainCommand(flags: TrainFlags): Promise<void> {
     if (rollout.name === "embedded") reporter.note(`starting the embedded engine${needsWorker ? " and the training worker" : ""}...`);
     const startingEngine =
       rollout.name === "embedded"
-        ? startEngine({
+        ? startInferenceServer({
             engine: "embedded",
             model: config.actor_rollout_ref.model.path,
             port: 0,

@@ -186,6 +186,6 @@ export function trainProcesses(cliPid: number): TrainProcesses {
     all,
     torchrun,
     ranks: torchrun ? all.filter((p) => p.ppid === torchrun.pid && p.args.includes("agentrl_worker")) : [],
-    engine: all.find((p) => p.args.includes("-m agentrl_worker.engine") && /python/.test(p.args.split(" ")[0]!)),
+    engine: all.find((p) => p.args.includes("-m agentrl_worker.embedded_server") && /python/.test(p.args.split(" ")[0]!)),
   };
 }

@@ -1,16 +1,16 @@
 /**
  * Starts the persistent PyTorch worker under torchrun and talks to it over a Unix socket, one JSON command per line
- * (docs/worker-protocol.md). The CLI listens; worker rank 0 connects. Closing the socket stops every rank, and the
- * worker runs in its own process group so `kill()` takes torchrun and all its ranks down together.
+ * (docs/worker-protocol.md). The CLI listens; worker rank 0 connects. Closing the socket stops every rank. torchrun
+ * runs under the supervisor (src/process) in its own process group, so `kill()` takes it and all its ranks down
+ * together.
  */
-import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import net from "node:net";
-import { StringDecoder } from "node:string_decoder";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { InputError, WorkerError, WorkerInputError } from "../../errors.js";
+import { StartupFailure, superviseProcess, type SupervisedProcess } from "../../process/index.js";
 import { torchThreadEnv } from "../../torch-threads.js";
 import {
   readyEvent,
@@ -31,44 +31,10 @@ import {
 import { replyProblem, requestProblem } from "./validate.js";
 
 const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
+/** The worker's log lines an error carries: torchrun's own traceback follows a rank's. */
 const LOG_LINES_KEPT = 80;
 /** How long a crashed worker may take to exit before its process group is killed. */
 const WORKER_EXIT_GRACE_MS = 5000;
-
-/**
- * Keeps the last LOG_LINES_KEPT meaningful lines. Python 3.11 tracebacks mark columns with lines of `^` and `~`, and
- * torchrun prints its own long traceback after a rank fails: without this filter they push the rank's actual error
- * out of the tail a user sees.
- */
-function keepLogLine(tail: string[], line: string): void {
-  const plain = line.replace(/\u001b\[[0-9;]*m/g, ""); // colour codes (FORCE_COLOR) would hide a marker-only line
-  if (/^[\s^~]*$/.test(plain)) return;
-  tail.push(plain);
-  if (tail.length > LOG_LINES_KEPT) tail.shift();
-}
-
-/** Splits a stream's chunks into whole lines: a line (or a UTF-8 character) cut between two chunks stays whole. */
-class LineBuffer {
-  private readonly decoder = new StringDecoder("utf8");
-  private rest = "";
-  push(chunk: Buffer): string[] {
-    const lines = (this.rest + this.decoder.write(chunk)).split(/\r?\n/);
-    this.rest = lines.pop() ?? "";
-    return lines.filter((line) => line !== "");
-  }
-}
-
-/** Worker process groups still alive; killed when this process exits, however it exits, so no rank is orphaned. */
-const liveGroups = new Set<ChildProcess>();
-let exitHookInstalled = false;
-function track(child: ChildProcess): void {
-  liveGroups.add(child);
-  child.once("exit", () => liveGroups.delete(child));
-  if (!exitHookInstalled) {
-    exitHookInstalled = true;
-    process.once("exit", () => liveGroups.forEach(killGroup));
-  }
-}
 
 export interface WorkerStartOptions {
   /** Ranks on this node (torchrun --nproc_per_node). */
@@ -86,16 +52,21 @@ export interface WorkerStartOptions {
   onLog?: (line: string) => void;
 }
 
+/** Rank 0's connection, once it has said it is ready. */
+interface Connected {
+  socket: net.Socket;
+  worldSize: number;
+  rank0Pid: number;
+}
+
 export class WorkerClient {
   private buffer = "";
-  private readonly logTail: string[] = [];
   private pending: { cmd: string; resolve: (line: string) => void; reject: (err: Error) => void } | undefined;
   private queue: Promise<unknown> = Promise.resolve();
   private nextId = 0;
-  private exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
 
   private constructor(
-    private readonly child: ChildProcess,
+    private readonly child: SupervisedProcess,
     private readonly server: net.Server,
     private socket: net.Socket | undefined,
     /** Ranks in the job. */
@@ -111,125 +82,54 @@ export class WorkerClient {
 
   /** Whether torchrun has exited. */
   get exited(): boolean {
-    return this.exit !== undefined;
+    return this.child.exitStatus !== undefined;
   }
 
-  /** Launches torchrun and resolves once rank 0 has connected and said it is ready. */
+  /**
+   * Launches torchrun and resolves once rank 0 has connected and said it is ready. The CLI listens on the socket
+   * before torchrun starts; the ranks on this machine watch the CLI's pid (`--parent-pid`), so they exit even after a
+   * SIGKILL of the CLI that leaves no time to clean up.
+   */
   static async start(options: WorkerStartOptions = {}): Promise<WorkerClient> {
     const socketDir = mkdtempSync(path.join(os.tmpdir(), "agentrl-w-"));
     const socketPath = path.join(socketDir, "w.sock"); // AF_UNIX paths are limited to about 107 bytes
     const server = net.createServer();
-    await new Promise<void>((resolve, reject) => {
-      server.once("error", reject);
-      server.listen(socketPath, () => resolve());
-    });
-    const workerDir = options.workerDir ?? path.join(REPO_ROOT, "worker");
-    const python = options.python ?? path.join(REPO_ROOT, ".venv", "bin", "python");
-    const args = [
-      "-m",
-      "torch.distributed.run",
-      ...(options.torchrunArgs ?? ["--standalone"]),
-      `--nproc_per_node=${options.nprocPerNode ?? 1}`,
-      "-m",
-      "agentrl_worker",
-      "--socket",
-      socketPath,
-      // Ranks on this machine exit when this process is gone, even after a SIGKILL that leaves no time to clean up.
-      "--parent-pid",
-      String(process.pid),
-    ];
-    const env = { ...process.env, ...torchThreadEnv({ ...process.env, ...options.env }), ...options.env };
-    env.PYTHONPATH = env.PYTHONPATH ? `${workerDir}${path.delimiter}${env.PYTHONPATH}` : workerDir;
-    env.PYTHONUNBUFFERED = "1";
-    const child = spawn(python, args, { env, stdio: ["ignore", "pipe", "pipe"], detached: true });
-    track(child);
-    const tail: string[] = [];
-    const stdoutLines = new LineBuffer();
-    const stderrLines = new LineBuffer();
-    const collect = (lines: string[]) => {
-      for (const line of lines) {
-        keepLogLine(tail, line);
-        options.onLog?.(line);
-      }
-    };
-    const collectStdout = (c: Buffer) => collect(stdoutLines.push(c));
-    const collectStderr = (c: Buffer) => collect(stderrLines.push(c));
-    child.stdout!.on("data", collectStdout);
-    child.stderr!.on("data", collectStderr);
-
-    const cleanup = () => {
-      killGroup(child);
-      server.close();
-      rmSync(socketDir, { recursive: true, force: true });
-    };
-    let socket: net.Socket;
-    let firstLine: string;
-    let onEarlyExit = (_code: number | null, _signal: NodeJS.Signals | null): void => undefined;
-    let onEarlyError = (_err: Error): void => undefined;
     try {
-      [socket, firstLine] = await new Promise<[net.Socket, string]>((resolve, reject) => {
-        const timer = setTimeout(
-          () => reject(new WorkerError(`the worker did not connect within ${(options.startTimeoutMs ?? 180_000) / 1000} s`, tail.join("\n"))),
-          options.startTimeoutMs ?? 180_000,
-        );
-        onEarlyError = (err: Error) => {
-          clearTimeout(timer);
-          reject(new WorkerError(`cannot start ${python}: ${err.message}`, "", { cause: err, hint: "run scripts/install.sh to create .venv" }));
-        };
-        onEarlyExit = (code: number | null, signal: NodeJS.Signals | null) => {
-          clearTimeout(timer);
-          // Let the pipes drain so the error carries the worker's last words.
-          setTimeout(() => {
-            const log = tail.join("\n");
-            // A checkout updated without re-running the installer lacks a newly added dependency (e.g. jsonschema).
-            const hint = /ModuleNotFoundError: No module named/.test(log) ? "run scripts/install.sh to install the worker's Python packages" : undefined;
-            reject(new WorkerError(`the worker exited during start-up (${signal ?? `code ${code}`})`, log, { hint }));
-          }, 100);
-        };
-        child.once("error", onEarlyError);
-        child.once("exit", onEarlyExit);
-        server.once("connection", (conn) => {
-          let text = "";
-          const onData = (chunk: Buffer) => {
-            text += chunk.toString("utf8");
-            const newline = text.indexOf("\n");
-            if (newline < 0) return;
-            conn.off("data", onData);
-            clearTimeout(timer);
-            conn.pause();
-            conn.unshift(Buffer.from(text.slice(newline + 1), "utf8"));
-            resolve([conn, text.slice(0, newline)]);
-          };
-          conn.on("data", onData);
-        });
+      await new Promise<void>((resolve, reject) => {
+        server.once("error", reject);
+        server.listen(socketPath, () => resolve());
       });
+      const workerDir = options.workerDir ?? path.join(REPO_ROOT, "worker");
+      const env = { ...torchThreadEnv({ ...process.env, ...options.env }), ...options.env };
+      env.PYTHONPATH = [workerDir, env.PYTHONPATH ?? process.env.PYTHONPATH].filter(Boolean).join(path.delimiter);
+      const { child, ready: rank0 } = await superviseProcess({
+        label: "the worker",
+        command: options.python ?? path.join(REPO_ROOT, ".venv", "bin", "python"),
+        args: torchrunArgs(options, socketPath),
+        env,
+        orphanGuard: "watches-parent",
+        stopSignal: "SIGKILL",
+        tailLines: LOG_LINES_KEPT,
+        onLine: (line) => {
+          if (line !== "") options.onLog?.(line);
+        },
+        ready: () => rank0Connection(server),
+        awaits: "connect",
+        startupTimeoutMs: options.startTimeoutMs ?? 180_000,
+        startError: WorkerError,
+        spawnHint: "run scripts/install.sh to create .venv",
+        // A checkout updated without re-running the installer lacks a newly added dependency (e.g. jsonschema).
+        exitHint: (log) => (/ModuleNotFoundError: No module named/.test(log) ? "run scripts/install.sh to install the worker's Python packages" : undefined),
+      });
+      return new WorkerClient(child, server, rank0.socket, rank0.worldSize, rank0.rank0Pid).listen();
     } catch (err) {
-      cleanup();
+      server.close();
       throw err;
+    } finally {
+      // Rank 0 is connected and no one else connects (or start-up failed): the socket's name can go now, so even a
+      // CLI killed with SIGKILL later leaves nothing in $TMPDIR (the connection lives on without it).
+      rmSync(socketDir, { recursive: true, force: true });
     }
-    const ready = readyEvent.safeParse(safeJson(firstLine));
-    if (!ready.success) {
-      cleanup();
-      throw new WorkerError(`the worker's first message is not a ready event: ${firstLine.slice(0, 200)}`, tail.join("\n"));
-    }
-    child.off("exit", onEarlyExit);
-    child.off("error", onEarlyError);
-    // Rank 0 is connected and no one else connects: the socket's name can go now, so even a CLI killed with
-    // SIGKILL later leaves nothing in $TMPDIR (the connection lives on without it).
-    rmSync(socketDir, { recursive: true, force: true });
-    const client = new WorkerClient(child, server, socket, ready.data.world_size, ready.data.pid);
-    client.logTail.push(...tail);
-    child.stdout!.off("data", collectStdout);
-    child.stderr!.off("data", collectStderr);
-    child.stdout!.on("data", (c: Buffer) => client.onLog(stdoutLines.push(c), options.onLog));
-    child.stderr!.on("data", (c: Buffer) => client.onLog(stderrLines.push(c), options.onLog));
-    child.on("exit", (code, signal) => client.onExit(code, signal));
-    socket.on("data", (c: Buffer) => client.onData(c));
-    socket.on("close", () => client.onSocketClosed());
-    // A reset when a rank dies is expected; "close" follows and fails the pending command with the log tail.
-    socket.on("error", () => undefined);
-    socket.resume();
-    return client;
   }
 
   init(config: WorkerInitConfig): Promise<InitResult> {
@@ -275,7 +175,7 @@ export class WorkerClient {
 
   /** Asks the worker to stop, waits for every rank to exit, and cleans up; kills the group if it lingers. */
   async shutdown(graceMs = 30_000): Promise<void> {
-    if (!this.exit && this.socket) {
+    if (!this.exited && this.socket) {
       try {
         await this.command("shutdown", {});
       } catch {
@@ -288,12 +188,24 @@ export class WorkerClient {
 
   /** Kills torchrun and every rank at once (SIGKILL to the process group). */
   kill(): void {
-    killGroup(this.child);
+    this.child.kill();
     this.dispose();
   }
 
   get recentLog(): string {
-    return this.logTail.join("\n");
+    return this.child.logTail().join("\n");
+  }
+
+  /** Serves rank 0's connection from now on; a worker that exits or closes it fails the pending command. */
+  private listen(): this {
+    void this.child.exited.then(() => this.failPending());
+    const socket = this.socket!;
+    socket.on("data", (c: Buffer) => this.onData(c));
+    socket.on("close", () => this.onSocketClosed());
+    // A reset when a rank dies is expected; "close" follows and fails the pending command with the log tail.
+    socket.on("error", () => undefined);
+    socket.resume();
+    return this;
   }
 
   private async command<C extends Command>(cmd: C, fields: RequestFields<C>): Promise<Result<C>> {
@@ -307,7 +219,7 @@ export class WorkerClient {
   /** Sends one command and resolves with its successful reply; commands are serialised. */
   private send<C extends Command>(cmd: C, fields: RequestFields<C>): Promise<Record<string, unknown>> {
     const run = async () => {
-      if (this.exit || !this.socket) throw this.crashError(`cannot send ${cmd}: the worker is not running`);
+      if (this.exited || !this.socket) throw this.crashError(`cannot send ${cmd}: the worker is not running`);
       const id = ++this.nextId;
       const request = { id, cmd, ...fields };
       // Caught here, a bad value names its field before the worker sees it; the worker would refuse it the same way.
@@ -342,18 +254,6 @@ export class WorkerClient {
     }
   }
 
-  private onLog(lines: string[], sink?: (line: string) => void): void {
-    for (const line of lines) {
-      keepLogLine(this.logTail, line);
-      sink?.(line);
-    }
-  }
-
-  private onExit(code: number | null, signal: NodeJS.Signals | null): void {
-    this.exit = { code, signal };
-    this.failPending();
-  }
-
   private onSocketClosed(): void {
     this.socket = undefined;
     this.failPending();
@@ -372,38 +272,20 @@ export class WorkerClient {
   }
 
   private crashError(message: string): WorkerError {
-    const how = this.exit ? ` (${this.exit.signal ?? `exit code ${this.exit.code}`})` : "";
+    const exit = this.child.exitStatus;
+    const how = exit ? ` (${exit.signal ?? `exit code ${exit.code}`})` : "";
     return new WorkerError(`${message}${how}`, this.recentLog, { hint: "the worker's last log lines are attached; see the run's worker log" });
   }
 
-  private waitForExit(ms: number): Promise<void> {
-    if (this.exit) return Promise.resolve();
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        killGroup(this.child);
-        resolve();
-      }, ms);
-      this.child.once("exit", () => {
-        clearTimeout(timer);
-        resolve();
-      });
-    });
+  /** Waits up to `ms` for torchrun to exit by itself, then kills the group (a rank may outlive torchrun). */
+  private async waitForExit(ms: number): Promise<void> {
+    if (!(await this.child.waitForExit(ms))) this.child.kill();
   }
 
   private dispose(): void {
     this.socket?.destroy();
     this.socket = undefined;
     this.server.close();
-  }
-}
-
-function killGroup(child: ChildProcess): void {
-  // Signal the group even when torchrun itself has exited, in case a rank outlived it.
-  if (child.pid === undefined) return;
-  try {
-    process.kill(-child.pid, "SIGKILL");
-  } catch {
-    // the group is already gone
   }
 }
 
@@ -419,4 +301,43 @@ function safeJson(line: string): unknown {
   } catch {
     return undefined;
   }
+}
+
+/** Resolves once rank 0 has connected and sent its first line, the ready event; the rest stays in the socket. */
+function rank0Connection(server: net.Server): Promise<Connected> {
+  return new Promise((resolve, reject) => {
+    server.once("connection", (conn) => {
+      let text = "";
+      const onData = (chunk: Buffer) => {
+        text += chunk.toString("utf8");
+        const newline = text.indexOf("\n");
+        if (newline < 0) return;
+        conn.off("data", onData);
+        conn.pause();
+        conn.unshift(Buffer.from(text.slice(newline + 1), "utf8"));
+        const firstLine = text.slice(0, newline);
+        const ready = readyEvent.safeParse(safeJson(firstLine));
+        if (!ready.success) reject(new StartupFailure(`the worker's first message is not a ready event: ${firstLine.slice(0, 200)}`));
+        else resolve({ socket: conn, worldSize: ready.data.world_size, rank0Pid: ready.data.pid });
+      };
+      conn.on("data", onData);
+    });
+  });
+}
+
+/** `python -m torch.distributed.run ... -m agentrl_worker --socket PATH --parent-pid PID`. */
+function torchrunArgs(options: WorkerStartOptions, socketPath: string): string[] {
+  return [
+    "-m",
+    "torch.distributed.run",
+    ...(options.torchrunArgs ?? ["--standalone"]),
+    `--nproc_per_node=${options.nprocPerNode ?? 1}`,
+    "-m",
+    "agentrl_worker",
+    "--socket",
+    socketPath,
+    // Ranks on this machine exit when this process is gone, even after a SIGKILL that leaves no time to clean up.
+    "--parent-pid",
+    String(process.pid),
+  ];
 }

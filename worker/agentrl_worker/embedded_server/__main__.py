@@ -1,4 +1,4 @@
-"""`python -m agentrl_worker.engine --model DIR --port P`: serve a model folder behind SGLang's native HTTP API."""
+"""`python -m agentrl_worker.embedded_server --model DIR --port P`: serve a model folder behind SGLang's native HTTP API."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import threading
 import torch
 
 from .model import load_model
-from .server import EngineServer, ServerConfig
+from .server import EmbeddedServer, ServerConfig
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m agentrl_worker.engine", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m agentrl_worker.embedded_server", description=__doc__)
     parser.add_argument("--model", required=True, help="Hugging Face model folder (config, safetensors, tokenizer)")
     parser.add_argument("--port", type=int, default=30000, help="port to listen on; 0 picks a free one (default 30000)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
@@ -43,10 +43,10 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as error:
         print(f"cannot load model from {args.model}: {error}", file=sys.stderr)
         return 2
-    server = EngineServer(loaded, ServerConfig(host=args.host, port=args.port, api_key=args.api_key,
-                                               max_batch=args.max_batch, random_seed=args.random_seed,
-                                               # Set by agentrl serve, not by users: see ServerConfig.launch_id.
-                                               launch_id=os.environ.get("AGENTRL_LAUNCH_ID") or None))
+    server = EmbeddedServer(loaded, ServerConfig(host=args.host, port=args.port, api_key=args.api_key,
+                                                 max_batch=args.max_batch, random_seed=args.random_seed,
+                                                 # Set by agentrl serve, not by users: see ServerConfig.launch_id.
+                                                 launch_id=os.environ.get("AGENTRL_LAUNCH_ID") or None))
     # SIGTERM from a managing parent (agentrl serve) shuts down like Ctrl-C; shutdown() must run off the serve thread.
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.httpd.shutdown, daemon=True).start())
     # The managing parent reads this line (and polls /health) to learn the URL when --port 0 was given.

@@ -22,7 +22,7 @@ from .kv_batch import DecodeBatch, Prefilled
 from .model import LoadedModel, load_weights_from_disk
 from .sampling import SamplingParams, choose_tokens
 
-log = logging.getLogger("agentrl_worker.engine")
+log = logging.getLogger("agentrl_worker.embedded_server")
 
 
 @dataclass(eq=False)  # identity semantics: `in` and list lookups must not compare tensors field by field
@@ -78,7 +78,7 @@ class Scheduler:
         self._stopped = False
         # /pause_generation: no admission and no decode steps until /continue_generation; weight updates go ahead.
         self._paused = False
-        self._thread = threading.Thread(target=self._loop, name="engine-scheduler", daemon=True)
+        self._thread = threading.Thread(target=self._loop, name="embedded-server-scheduler", daemon=True)
 
     def start(self) -> None:
         self._thread.start()

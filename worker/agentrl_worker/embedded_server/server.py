@@ -1,4 +1,4 @@
-"""The embedded engine's HTTP server: the subset of SGLang's native API that agentrl uses (docs/embedded-engine.md).
+"""The embedded server's HTTP front: the subset of SGLang's native API that agentrl uses (docs/embedded-engine.md).
 
 A ThreadingHTTPServer gives every connection a thread; /generate threads hand their generations to the one
 scheduler thread and block until they finish, so concurrent requests share forward passes.
@@ -24,9 +24,9 @@ from .scheduler import Generation, Scheduler
 
 VERSION = "agentrl-embedded-0.1.0"
 HEALTH_GENERATE_TIMEOUT_S = 20.0
-# src/serve/managed-process.ts reads this header; AGENTRL_LAUNCH_ID (read in __main__) sets its value.
+# src/serve/server-process.ts reads this header; AGENTRL_LAUNCH_ID (read in __main__) sets its value.
 LAUNCH_ID_HEADER = "X-Agentrl-Launch-Id"
-log = logging.getLogger("agentrl_worker.engine")
+log = logging.getLogger("agentrl_worker.embedded_server")
 
 
 class _Server(ThreadingHTTPServer):
@@ -48,7 +48,7 @@ class ServerConfig:
     launch_id: str | None = None
 
 
-class EngineServer:
+class EmbeddedServer:
     """The scheduler plus the HTTP server around it; `start()` returns once the port is bound."""
 
     def __init__(self, loaded: LoadedModel, config: ServerConfig):
@@ -57,7 +57,7 @@ class EngineServer:
         self.scheduler = Scheduler(loaded, max_batch=config.max_batch, random_seed=config.random_seed)
         self.started_at = time.time()
         self.httpd = _Server((config.host, config.port), _handler_for(self))
-        self._serve_thread = threading.Thread(target=self.httpd.serve_forever, name="engine-http", daemon=True)
+        self._serve_thread = threading.Thread(target=self.httpd.serve_forever, name="embedded-server-http", daemon=True)
 
     @property
     def port(self) -> int:
@@ -68,7 +68,7 @@ class EngineServer:
         host = self.config.host if self.config.host not in ("0.0.0.0", "::") else "127.0.0.1"
         return f"http://{host}:{self.port}"
 
-    def start(self) -> "EngineServer":
+    def start(self) -> "EmbeddedServer":
         self.scheduler.start()
         self._serve_thread.start()
         return self
@@ -185,7 +185,7 @@ class EngineServer:
         return (200 if update.success else 400), answer
 
 
-def _handler_for(server: EngineServer) -> type[BaseHTTPRequestHandler]:
+def _handler_for(server: EmbeddedServer) -> type[BaseHTTPRequestHandler]:
     def routes() -> dict[tuple[str, str], Callable[[object], tuple[int, object]]]:
         info = lambda _: (200, server.model_info())  # noqa: E731
         status = lambda _: (200, server.server_info())  # noqa: E731
@@ -274,6 +274,6 @@ def _handler_for(server: EngineServer) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def start_engine(loaded: LoadedModel, config: ServerConfig) -> EngineServer:
-    """Start the engine on background threads (tests, benchmarks); port 0 picks a free port (see `.port`)."""
-    return EngineServer(loaded, config).start()
+def start_server(loaded: LoadedModel, config: ServerConfig) -> EmbeddedServer:
+    """Start the server on background threads (tests, benchmarks); port 0 picks a free port (see `.port`)."""
+    return EmbeddedServer(loaded, config).start()
