@@ -18,8 +18,8 @@ import { afterAll, describe, expect, it } from "vitest";
 import { CLI, REPO_ROOT, runCli } from "./helpers/cli.js";
 import { DEMO_CONFIG, pollUntil } from "./helpers/train.js";
 import { repeatCommand, resumeCommand, shellQuote } from "../src/train/resume-hint.js";
-import { resolveTrainConfig, runDirOf, trainResumeHint } from "../src/train/command.js";
-import { RunDir } from "../src/train/run-dir.js";
+import { resolveTrainConfig, trainResumeHint } from "../src/train/command.js";
+import { RunDir, runDirOf } from "../src/train/run-dir.js";
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), "agentrl-resume-hint-"));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));

@@ -4,6 +4,7 @@
  * Strict like the train config: a misspelled key is an error naming the nearest valid key.
  */
 import { z } from "zod";
+import type { WorkerInitConfig } from "../train/worker/index.js";
 
 const files = z.union([z.string(), z.array(z.string()).min(1)]);
 
@@ -76,4 +77,26 @@ export type SftConfig = z.infer<typeof sftConfigSchema>;
 export function sftTotalSteps(config: SftConfig, trainSize: number): number {
   if (config.trainer.total_training_steps !== null) return config.trainer.total_training_steps;
   return Math.max(1, Math.ceil(trainSize / config.data.train_batch_size) * config.trainer.total_epochs);
+}
+
+/** Linear warm-up steps: optim.warmup_steps_ratio of the run's steps. */
+export function sftWarmupSteps(config: SftConfig, total: number): number {
+  return Math.round(config.optim.warmup_steps_ratio * total);
+}
+
+/** The training worker's init config for SFT (docs/worker-protocol.md lists each field). */
+export function sftWorkerConfig(config: SftConfig, total: number): WorkerInitConfig {
+  return {
+    model_path: config.model.partial_pretrain,
+    seed: config.trainer.seed,
+    lr: config.optim.lr,
+    betas: config.optim.betas,
+    weight_decay: config.optim.weight_decay,
+    lr_warmup_steps: sftWarmupSteps(config, total),
+    lr_scheduler_type: config.optim.lr_scheduler,
+    total_optimizer_steps: total,
+    grad_clip: config.optim.clip_grad,
+    gradient_checkpointing: config.model.enable_gradient_checkpointing,
+    micro_batch_token_budget: config.data.max_token_len_per_gpu,
+  };
 }

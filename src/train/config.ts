@@ -140,3 +140,23 @@ export function asList(value: string | string[] | null): string[] {
   if (value === null) return [];
   return Array.isArray(value) ? value : [value];
 }
+
+export function totalSteps(config: TrainConfig, trainSize: number): number {
+  if (config.trainer.total_training_steps !== null) return config.trainer.total_training_steps;
+  return Math.max(1, Math.floor((trainSize * config.trainer.total_epochs) / config.data.train_batch_size));
+}
+
+/** Optimizer steps per training step: one per mini-batch of prompts, for each of ppo_epochs passes. */
+export function optimizerStepsPerStep(config: TrainConfig): number {
+  const actor = config.actor_rollout_ref.actor;
+  const miniBatch = actor.ppo_mini_batch_size ?? config.data.train_batch_size;
+  return Math.ceil(config.data.train_batch_size / miniBatch) * actor.ppo_epochs;
+}
+
+/**
+ * The run's optimizer steps, what the learning-rate schedule spans (cosine end, warm-up ratio). An upper bound: a step
+ * whose groups were dropped (dynamic sampling, failures) makes fewer, so a cosine then ends a little above its minimum.
+ */
+export function totalOptimizerSteps(config: TrainConfig, trainSize: number): number {
+  return totalSteps(config, trainSize) * optimizerStepsPerStep(config);
+}

@@ -2,7 +2,7 @@
  * The run folder (docs/run-folder.md): where a training run keeps its config, metrics, rollouts, checkpoints and
  * logs, and the small state file that --resume starts from. Every file that matters for resume is written atomically.
  */
-import { appendFileSync, existsSync, readFileSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { mkdir, readFile } from "node:fs/promises";
 import path from "node:path";
 import { dump as dumpYaml } from "js-yaml";
@@ -37,6 +37,17 @@ export class RunDir {
   /** Per-step batch and log-prob files while a step runs; emptied when a run starts, removed when it ends. */
   get scratchDir(): string {
     return path.join(this.root, ".scratch");
+  }
+  /**
+   * Empties the scratch folder at the start of a loop. It is in the run folder, not $TMPDIR: a run killed mid-step
+   * leaves its batch files where its next start clears them.
+   */
+  clearScratch(): void {
+    this.removeScratch();
+    mkdirSync(this.scratchDir, { recursive: true });
+  }
+  removeScratch(): void {
+    rmSync(this.scratchDir, { recursive: true, force: true });
   }
   get weightsDir(): string {
     return path.join(this.root, "weights");
@@ -113,6 +124,11 @@ export class RunDir {
   relative(p: string): string {
     return path.relative(this.root, p);
   }
+}
+
+/** The run folder a config names: trainer.default_local_dir, else runs/<trainer.experiment_name>. */
+export function runDirOf(config: { trainer: { default_local_dir: string | null; experiment_name: string } }): RunDir {
+  return new RunDir(config.trainer.default_local_dir ?? path.join("runs", config.trainer.experiment_name));
 }
 
 export function cursorOf(state: RunState | undefined): CursorState | undefined {

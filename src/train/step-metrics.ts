@@ -3,6 +3,7 @@
  * under verl's metric names where verl has one (docs/run-folder.md). Losses, KL and gradients come from the worker.
  */
 import { trajectoryAcc, type Trajectory } from "../data/trajectory.js";
+import type { RolloutBatch } from "./rollout.js";
 
 function stats(values: number[]): { mean: number; max: number; min: number } {
   if (values.length === 0) return { mean: 0, max: 0, min: 0 };
@@ -50,6 +51,24 @@ export function trajectoryMetrics(trajectories: readonly Trajectory[], maxRespon
   out["rollout/failed"] = trajectories.filter((t) => t.status === "failed").length;
   out["rollout/retries"] = trajectories.reduce((a, t) => a + t.retries, 0);
   return out;
+}
+
+/**
+ * The scoring of a step's rollout, the start of its metrics line: every trajectory's rewards, lengths, turns and tool
+ * use, what the batch kept and dropped, and the sampling throughput (sampled tokens per second of generation).
+ */
+export function batchMetrics(batch: RolloutBatch, maxResponseLength: number): Record<string, number> {
+  const sampledTokens = batch.all.reduce((a, t) => a + t.response_mask.reduce((x, y) => x + y, 0), 0);
+  return {
+    ...trajectoryMetrics(batch.all, maxResponseLength),
+    "batch/trajectories": batch.kept.length,
+    "batch/groups": batch.keptGroups,
+    "batch/dropped_groups": batch.droppedGroups,
+    "batch/gen_rounds": batch.rounds,
+    "batch/over_sample_aborted": batch.overSampleAborted,
+    "batch/lone_groups_dropped": batch.loneGroups,
+    "perf/throughput": sampledTokens / Math.max(batch.seconds, 1e-9),
+  };
 }
 
 /**

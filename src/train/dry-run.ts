@@ -1,0 +1,64 @@
+/** `agentrl train --dry-run`: the effective config and what it implies, before anything is read or started. */
+import { overSampleTarget } from "../rollout/over-sample.js";
+import { readParquetInfo } from "../data/parquet.js";
+import { asList, optimizerStepsPerStep, totalOptimizerSteps, totalSteps, type TrainConfig } from "./config.js";
+import { printDryRun } from "./console.js";
+import { runDirOf } from "./run-dir.js";
+
+export async function printTrainDryRun(config: TrainConfig, json: boolean): Promise<void> {
+  const rollout = config.actor_rollout_ref.rollout;
+  const actor = config.actor_rollout_ref.actor;
+  const trainRows = await countRows(asList(config.data.train_files));
+  const perStep = config.data.train_batch_size * rollout.n;
+  const miniBatch = actor.ppo_mini_batch_size ?? config.data.train_batch_size;
+  const implied = {
+    prompts_per_step: config.data.train_batch_size,
+    trajectories_per_step: perStep,
+    mini_batches_per_step: Math.ceil(config.data.train_batch_size / miniBatch) * actor.ppo_epochs,
+    optimizer_steps_per_step: Math.ceil(config.data.train_batch_size / miniBatch) * actor.ppo_epochs,
+    token_budget_per_trajectory: config.data.max_prompt_length + config.data.max_response_length,
+    requests_in_flight: Math.min(rollout.max_concurrency, perStep),
+    over_sampling:
+      rollout.over_sample_rate > 0
+        ? `each step's rollout stops once ${overSampleTarget(perStep, rollout.over_sample_rate)} of ${perStep} have finished`
+        : "off",
+    total_steps: trainRows === null ? null : totalSteps(config, trainRows),
+    lr_schedule: lrScheduleText(config, trainRows === null ? null : totalOptimizerSteps(config, trainRows)),
+    training_gpus: config.trainer.nnodes * config.trainer.n_gpus_per_node,
+    inference:
+      rollout.name === "embedded"
+        ? "agentrl's embedded engine (started by train)"
+        : `${rollout.server.urls.length} SGLang server URL(s)${config.trainer.colocate ? ", colocated with training" : ""}`,
+    run_folder: runDirOf(config).root,
+  };
+  printDryRun(config, implied, json, "unknown (train_files not readable)");
+}
+
+/** Rows of the training files, or null when one cannot be read (a dry run reads no data). */
+async function countRows(files: string[]): Promise<number | null> {
+  let total = 0;
+  for (const file of files) {
+    try {
+      total += (await readParquetInfo(file)).numRows;
+    } catch {
+      return null;
+    }
+  }
+  return total;
+}
+
+/** The learning-rate schedule in words (the worker's lr_schedule.py computes it). */
+function lrScheduleText(config: TrainConfig, totalOptimizer: number | null): string {
+  const optim = config.actor_rollout_ref.actor.optim;
+  const warmup =
+    optim.lr_warmup_steps >= 0 ? String(optim.lr_warmup_steps)
+    : totalOptimizer === null ? `${optim.lr_warmup_steps_ratio} × the run's`
+    : String(Math.floor(optim.lr_warmup_steps_ratio * totalOptimizer));
+  const after =
+    (optim.warmup_style ?? optim.lr_scheduler_type) === "cosine"
+      ? `cosine down to ${optim.min_lr_ratio} × lr at optimizer step ${totalOptimizer ?? "?"}`
+      : "constant";
+  const perStep = optimizerStepsPerStep(config);
+  const steps = `${perStep} optimizer step${perStep === 1 ? "" : "s"} per training step`;
+  return warmup === "0" ? `lr ${optim.lr}, ${after} (${steps})` : `lr ${optim.lr}, linear warm-up from 0 over ${warmup} optimizer steps, then ${after} (${steps})`;
+}

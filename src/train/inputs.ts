@@ -1,0 +1,47 @@
+/**
+ * Inputs before outputs: `agentrl train` reads its prompts and loads the model's tokenizer and template, the parser,
+ * tools, interactions and reward module first, so a missing, empty or wrong-schema dataset, a bad model folder, tool
+ * or interaction config or reward module fails here, naming the file, before the run folder is made and before the
+ * engine and the worker spend seconds starting.
+ */
+import { InputError } from "../errors.js";
+import { readPrompts, type Prompt } from "../rollout/sample.js";
+import { loadRolloutParts, type RolloutParts } from "../rollout/setup.js";
+import { asList, type TrainConfig } from "./config.js";
+
+export interface TrainInputs {
+  trainPrompts: Prompt[];
+  valPrompts: Prompt[];
+  /** Closed by the command when the run ends. */
+  parts: RolloutParts;
+}
+
+export async function loadTrainInputs(config: TrainConfig, configFile: string | undefined): Promise<TrainInputs> {
+  if (config.trainer.val_only && asList(config.data.val_files).length === 0) {
+    throw new InputError(`${configFile}: trainer.val_only needs data.val_files (the prompts to validate on)`, {
+      hint: "set data.val_files, e.g. --set data.val_files=data/test.parquet",
+    });
+  }
+  const trainPrompts = await loadAll(asList(config.data.train_files), null);
+  const valPrompts = await loadAll(asList(config.data.val_files), config.data.val_max_samples);
+  const parts = await loadRolloutParts({
+    modelPath: config.actor_rollout_ref.model.path,
+    rollout: config.actor_rollout_ref.rollout,
+    rewardModulePath: config.custom_reward_function.path,
+    rewardName: config.custom_reward_function.name,
+    rewardKwargs: config.custom_reward_function.reward_kwargs,
+  });
+  return { trainPrompts, valPrompts, parts };
+}
+
+async function loadAll(files: string[], limit: number | null): Promise<Prompt[]> {
+  const prompts: Prompt[] = [];
+  for (const file of files) {
+    for await (const prompt of readPrompts(file)) {
+      if (limit !== null && prompts.length >= limit) return prompts;
+      // Indices run on across files, so every prompt of the run has its own data_index.
+      prompts.push({ ...prompt, dataIndex: prompts.length });
+    }
+  }
+  return prompts;
+}

@@ -1,0 +1,101 @@
+/**
+ * The rollout stage of a GRPO step: prompts from the data cursor, n trajectories each against the engine, and the
+ * groups the step trains on (select-groups.ts, where the rewards decide). With dynamic sampling
+ * (algorithm.filter_groups) the groups dropped for equal rewards are refilled with new prompts, for up to
+ * filter_groups.max_num_gen_batches rounds. Training rollouts sample with the rollout settings and are over-sampled
+ * (over_sample_rate); validation (validate.ts) samples with val_kwargs and writes its trajectory file.
+ */
+import type { SglangClient } from "../engine/index.js";
+import type { Trajectory } from "../data/trajectory.js";
+import type { TrajectoryWriter } from "../data/trajectory-store.js";
+import type { Prompt } from "../rollout/sample.js";
+import { runRollout, type RolloutResult } from "../rollout/run-rollout.js";
+import { trajectoryContext, type RolloutParts } from "../rollout/setup.js";
+import type { TrainConfig } from "./config.js";
+import type { DataCursor } from "./data-cursor.js";
+import type { TrainReporter } from "./reporter.js";
+import { selectGroups } from "./select-groups.js";
+
+export interface RolloutBatch {
+  /** What the step trains on: the kept groups' trainable members. */
+  kept: Trajectory[];
+  /** Every trajectory of every round: the step's rollout file. */
+  all: Trajectory[];
+  keptGroups: number;
+  /** Dropped by dynamic sampling (equal rewards). */
+  droppedGroups: number;
+  rounds: number;
+  /** Aborted or never started by over-sampling. */
+  overSampleAborted: number;
+  loneGroups: number;
+  /** Time spent generating (timing_s/gen). */
+  seconds: number;
+}
+
+export interface BatchPlan {
+  /** Groups (prompts) a step trains on: data.train_batch_size. */
+  groups: number;
+  n: number;
+  filter: { enable: boolean; max_num_gen_batches: number };
+}
+
+export async function rolloutBatch(
+  step: number,
+  data: { prompts: readonly Prompt[]; cursor: DataCursor },
+  rollout: StepRollout,
+  plan: BatchPlan,
+  stop: AbortSignal,
+): Promise<RolloutBatch> {
+  const batch: RolloutBatch = { kept: [], all: [], keptGroups: 0, droppedGroups: 0, rounds: 0, overSampleAborted: 0, loneGroups: 0, seconds: 0 };
+  const maxRounds = plan.filter.enable ? plan.filter.max_num_gen_batches : 1;
+  const started = performance.now();
+  while (batch.keptGroups < plan.groups && batch.rounds < maxRounds && !stop.aborted) {
+    const prompts = data.cursor.next(plan.groups - batch.keptGroups).map((index, position) => ({
+      ...data.prompts[index]!,
+      groupId: `${step}.${batch.rounds}.${position}`,
+    }));
+    const result = await rollout(step, prompts);
+    batch.rounds += 1;
+    batch.overSampleAborted += result.overSampleAborted + result.overSampleNotStarted;
+    const trajectories = result.trajectories ?? [];
+    batch.all.push(...trajectories);
+    const selection = selectGroups(trajectories, { n: plan.n, dropEqualRewards: plan.filter.enable, maxGroups: plan.groups - batch.keptGroups });
+    batch.kept.push(...selection.kept);
+    batch.keptGroups += selection.keptGroups;
+    batch.droppedGroups += selection.equalRewardGroups;
+    batch.loneGroups += selection.loneGroups;
+  }
+  batch.seconds = (performance.now() - started) / 1000;
+  return batch;
+}
+
+/** One runRollout of a step over some prompts: the run's parts, client and length budgets, progress on the status line. */
+export type StepRollout = (step: number, prompts: Prompt[], writer?: TrajectoryWriter) => Promise<RolloutResult>;
+
+export interface RolloutDeps {
+  config: TrainConfig;
+  parts: RolloutParts;
+  client: SglangClient;
+  reporter: TrainReporter;
+  stop: AbortSignal;
+}
+
+export function stepRollout({ config, parts, client, reporter, stop }: RolloutDeps, kind: "train" | "val"): StepRollout {
+  const rollout = config.actor_rollout_ref.rollout;
+  const { val_kwargs } = rollout;
+  const sampling = kind === "val" ? { ...rollout, temperature: val_kwargs.temperature, top_p: val_kwargs.top_p, top_k: val_kwargs.top_k } : rollout;
+  const n = kind === "val" ? val_kwargs.n : rollout.n;
+  const lengths = { maxPromptLength: config.data.max_prompt_length, maxResponseLength: config.data.max_response_length };
+  return (step, prompts, writer) =>
+    runRollout({
+      prompts,
+      n,
+      concurrency: rollout.max_concurrency,
+      context: trajectoryContext(parts, client, sampling, lengths, step),
+      ...(writer ? { writer } : {}),
+      filterOverlongPrompts: config.data.filter_overlong_prompts,
+      ...(kind === "train" ? { overSample: { rate: rollout.over_sample_rate, total: prompts.length * n } } : {}),
+      signal: stop,
+      onTrajectory: (_t, stats) => reporter.rolloutProgress(step, stats.size, prompts.length * n, stats),
+    });
+}
