@@ -97,6 +97,25 @@ function folderCycles(graph: Map<string, Set<string>>): string[][] {
   return cycles;
 }
 
+/** Functions (declarations, methods, constructors, accessors, arrow and function expressions) longer than `max` lines. */
+function longFunctions(max: number): string[] {
+  const found: string[] = [];
+  for (const file of sourceFiles(SRC)) {
+    const source = ts.createSourceFile(file, readFileSync(file, "utf8"), ts.ScriptTarget.ES2022, true);
+    const visit = (node: ts.Node): void => {
+      if (ts.isFunctionLike(node) && "body" in node && node.body) {
+        const first = source.getLineAndCharacterOfPosition(node.getStart()).line;
+        const last = source.getLineAndCharacterOfPosition(node.getEnd()).line;
+        const name = (node as { name?: ts.Node }).name?.getText(source) ?? "(anonymous)";
+        if (last - first + 1 > max) found.push(`${path.relative(SRC, file)}:${first + 1} ${name} (${last - first + 1} lines)`);
+      }
+      ts.forEachChild(node, visit);
+    };
+    visit(source);
+  }
+  return found;
+}
+
 describe("src/ structure", () => {
   const edges = runtimeImports();
 
@@ -130,6 +149,12 @@ describe("src/ structure", () => {
       return { folders: group, imports: [...new Set(links)] };
     });
     expect(cycles).toEqual([]);
+  });
+
+  it("has no function longer than 80 lines: each stage reads in one screen", () => {
+    expect(longFunctions(80)).toEqual([]);
+    // The measure itself sees functions (it is not blind): many exceed a few lines.
+    expect(longFunctions(10).length).toBeGreaterThan(20);
   });
 
   it("finds a cycle when there is one (the check can fail)", () => {
