@@ -5,6 +5,7 @@
  * something already listens on.
  */
 import { ExitError, UsageError } from "../errors.js";
+import { handleInterrupts } from "../interrupt.js";
 import type { ServeFlags } from "../cli/commands/serve.js";
 import { checkOutputPath } from "../data/output-path.js";
 import { describeExit, type ProcessExit } from "../process/index.js";
@@ -33,17 +34,14 @@ export async function runServeCommand(flags: ServeFlags, serverArgs: readonly st
 
   const startup = new AbortController();
   let running: Running | undefined;
-  let stopping: NodeJS.Signals | undefined;
-  const onSignal = (signal: NodeJS.Signals) => {
-    if (stopping) return;
-    stopping = signal;
-    process.stderr.write(`\nagentrl serve: ${signal}, stopping the engine...\n`);
-    // SIGTERM even for Ctrl-C: both servers shut down cleanly on it, while SIGINT makes Python print a traceback.
+  // The one Ctrl-C handler: the first signal stops the server (SIGTERM even for Ctrl-C: both servers shut down
+  // cleanly on it, while SIGINT makes Python print a traceback); a second one quits at once.
+  const interrupt = handleInterrupts("stopping the engine");
+  const stopping = () => interrupt.signal.aborted;
+  interrupt.signal.addEventListener("abort", () => {
     if (running) void running.stop();
     else startup.abort();
-  };
-  process.on("SIGINT", onSignal);
-  process.on("SIGTERM", onSignal);
+  });
   try {
     const common = {
       engine: flags.engine,
@@ -75,11 +73,11 @@ export async function runServeCommand(flags: ServeFlags, serverArgs: readonly st
       if (err instanceof ServerStartError && !showLines && err.logTail) process.stderr.write(`${err.logTail}\n`);
       throw err;
     }
-    if (stopping) void running.stop();
+    if (stopping()) void running.stop();
     process.stdout.write(`${running.url}\n`);
     process.stderr.write(`agentrl serve: ${running.what} ready at ${running.url}; Ctrl-C stops it\n`);
     const exit = await running.exited;
-    if (exit.requested || stopping) {
+    if (exit.requested || stopping()) {
       await running.stop();
       process.stderr.write("agentrl serve: the engine stopped\n");
       return;
@@ -88,7 +86,6 @@ export async function runServeCommand(flags: ServeFlags, serverArgs: readonly st
     if (!showLines) process.stderr.write(`${running.logTail().join("\n")}\n`);
     throw new ServerStartError(`the ${flags.engine} engine exited by itself (${describeExit(exit)})`, running.logTail().join("\n"));
   } finally {
-    process.off("SIGINT", onSignal);
-    process.off("SIGTERM", onSignal);
+    interrupt.dispose();
   }
 }

@@ -5,6 +5,7 @@
  */
 import { z } from "zod";
 import type { WorkerInitConfig } from "../train/worker/index.js";
+import { LR_SCHEDULER_TYPES } from "../train/worker/protocol.js";
 
 const files = z.union([z.string(), z.array(z.string()).min(1)]);
 
@@ -51,7 +52,7 @@ export const sftConfigSchema = z.strictObject({
       weight_decay: z.number().nonnegative().default(0.01).describe("AdamW weight decay"),
       warmup_steps_ratio: z.number().min(0).max(1).default(0.1).describe("linear warm-up over this fraction of the optimizer steps"),
       clip_grad: z.number().positive().default(1.0).describe("max global gradient norm"),
-      lr_scheduler: z.enum(["constant", "cosine"]).default("cosine").describe("after warm-up: constant, or cosine decay to 0"),
+      lr_scheduler: z.enum(LR_SCHEDULER_TYPES).default("cosine").describe("after warm-up: constant, or cosine decay to 0"),
     })
     .prefault({}),
   trainer: z

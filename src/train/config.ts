@@ -5,6 +5,7 @@
  */
 import { z } from "zod";
 import { customRewardFunctionSchema, rolloutSchema } from "../rollout/config.js";
+import { ADV_ESTIMATORS, KL_LOSS_TYPES, LOSS_AGG_MODES, MASTER_DTYPES } from "./worker/protocol.js";
 
 const files = z.union([z.string(), z.array(z.string()).min(1)]);
 
@@ -58,16 +59,16 @@ export const trainConfigSchema = z.strictObject({
         clip_ratio_low: z.number().nonnegative().default(0.2).describe("PPO clip below 1 (ratio ≥ 1 − low)"),
         clip_ratio_high: z.number().nonnegative().default(0.2).describe("PPO clip above 1 (ratio ≤ 1 + high); > low is DAPO's clip-higher"),
         clip_ratio_c: z.number().gt(1).default(3.0).describe("dual-clip constant"),
-        loss_agg_mode: z.enum(["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"]).default("token-mean").describe("how token losses become one loss (verl's agg_loss)"),
+        loss_agg_mode: z.enum(LOSS_AGG_MODES).default("token-mean").describe("how token losses become one loss (verl's agg_loss)"),
         loss_scale_factor: z.number().positive().nullable().default(null).describe("divisor of seq-mean-token-sum-norm (Dr.GRPO); null = data.max_response_length"),
         use_kl_loss: z.boolean().default(false).describe("KL-to-reference loss (keeps a frozen reference model)"),
         kl_loss_coef: z.number().nonnegative().default(0.001).describe("weight of the KL loss"),
-        kl_loss_type: z.enum(["k1", "kl", "abs", "k2", "mse", "k3", "low_var_kl"]).default("low_var_kl").describe("KL estimator (verl's kl_penalty kinds)"),
+        kl_loss_type: z.enum(KL_LOSS_TYPES).default("low_var_kl").describe("KL estimator (verl's kl_penalty kinds)"),
         entropy_coeff: z.number().default(0).describe("entropy bonus weight"),
         grad_clip: z.number().positive().default(1.0).describe("max global gradient norm"),
         fsdp_config: z
           .strictObject({
-            dtype: z.enum(["float32", "bfloat16"]).default("float32").describe("master weights; compute is bf16 on GPU"),
+            dtype: z.enum(MASTER_DTYPES).default("float32").describe("master weights; compute is bf16 on GPU"),
             reshard_after_forward: z.boolean().default(true).describe("FSDP: free gathered parameters after the forward pass (less memory)"),
           })
           .prefault({}),
@@ -91,7 +92,7 @@ export const trainConfigSchema = z.strictObject({
   }),
   algorithm: z
     .strictObject({
-      adv_estimator: z.enum(["grpo", "rloo"]).default("grpo").describe("advantage estimator, computed in the worker"),
+      adv_estimator: z.enum(ADV_ESTIMATORS).default("grpo").describe("advantage estimator, computed in the worker"),
       norm_adv_by_std_in_grpo: z.boolean().default(true).describe("false = Dr.GRPO"),
       rollout_is_threshold: z
         .number().positive().nullable().default(null)

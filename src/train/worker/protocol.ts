@@ -12,6 +12,14 @@ import { z } from "zod";
 
 export const PROTOCOL_VERSION = 1;
 
+// The worker's enumerations, declared once: the train and sft config schemas take them from here, and the worker's
+// own constants are tested against the generated schema (worker/tests/test_protocol.py).
+export const MASTER_DTYPES = ["float32", "bfloat16"] as const;
+export const LR_SCHEDULER_TYPES = ["constant", "cosine"] as const;
+export const LOSS_AGG_MODES = ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"] as const;
+export const KL_LOSS_TYPES = ["k1", "kl", "abs", "k2", "mse", "k3", "low_var_kl"] as const;
+export const ADV_ESTIMATORS = ["grpo", "rloo"] as const;
+
 const filePath = z.string().min(1);
 const int = () => z.number().int();
 const beta = z.number().min(0).lt(1);
@@ -19,14 +27,14 @@ const beta = z.number().min(0).lt(1);
 /** `init`'s settings, with verl's names; the defaults live in the worker (config.py) and in the protocol doc. */
 export const initConfig = z.strictObject({
   model_path: z.string().min(1).describe("Hugging Face model folder"),
-  dtype: z.enum(["float32", "bfloat16"]).optional(),
+  dtype: z.enum(MASTER_DTYPES).optional(),
   seed: int().optional(),
   lr: z.number().nonnegative().optional(),
   betas: z.tuple([beta, beta]).optional(),
   weight_decay: z.number().nonnegative().optional(),
   lr_warmup_steps: int().optional().describe("negative: lr_warmup_steps_ratio decides"),
   lr_warmup_steps_ratio: z.number().min(0).max(1).optional(),
-  lr_scheduler_type: z.enum(["constant", "cosine"]).optional(),
+  lr_scheduler_type: z.enum(LR_SCHEDULER_TYPES).optional(),
   min_lr_ratio: z.number().min(0).max(1).optional(),
   num_cycles: z.number().positive().optional(),
   total_optimizer_steps: int().min(1).nullable().optional(),
@@ -42,14 +50,14 @@ export const initConfig = z.strictObject({
   clip_ratio_low: z.number().nonnegative().optional(),
   clip_ratio_high: z.number().nonnegative().optional(),
   clip_ratio_c: z.number().gt(1).optional(),
-  loss_agg_mode: z.enum(["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"]).optional(),
+  loss_agg_mode: z.enum(LOSS_AGG_MODES).optional(),
   loss_scale_factor: z.number().positive().nullable().optional(),
   max_response_length: int().positive().nullable().optional(),
   use_kl_loss: z.boolean().optional(),
   kl_loss_coef: z.number().nonnegative().optional(),
-  kl_loss_type: z.enum(["k1", "kl", "abs", "k2", "mse", "k3", "low_var_kl"]).optional(),
+  kl_loss_type: z.enum(KL_LOSS_TYPES).optional(),
   entropy_coeff: z.number().optional(),
-  adv_estimator: z.enum(["grpo", "rloo"]).optional(),
+  adv_estimator: z.enum(ADV_ESTIMATORS).optional(),
   norm_adv_by_std_in_grpo: z.boolean().optional(),
   rollout_is_threshold: z.number().positive().nullable().optional(),
 });
