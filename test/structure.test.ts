@@ -116,6 +116,22 @@ function longFunctions(max: number): string[] {
   return found;
 }
 
+/** Calls of `process.exit(...)` in src/ (code, not text: the guardian's source string runs in its own process). */
+function processExitCalls(): string[] {
+  const found: string[] = [];
+  for (const file of sourceFiles(SRC)) {
+    const source = ts.createSourceFile(file, readFileSync(file, "utf8"), ts.ScriptTarget.ES2022, true);
+    const visit = (node: ts.Node): void => {
+      if (ts.isCallExpression(node) && node.expression.getText(source).replace(/\s/g, "") === "process.exit") {
+        found.push(`${path.relative(SRC, file)}:${source.getLineAndCharacterOfPosition(node.getStart()).line + 1}`);
+      }
+      ts.forEachChild(node, visit);
+    };
+    visit(source);
+  }
+  return found;
+}
+
 describe("src/ structure", () => {
   const edges = runtimeImports();
 
@@ -155,6 +171,11 @@ describe("src/ structure", () => {
     expect(longFunctions(80)).toEqual([]);
     // The measure itself sees functions (it is not blind): many exceed a few lines.
     expect(longFunctions(10).length).toBeGreaterThan(20);
+  });
+
+  it("never ends the process: only bin/agentrl.js calls process.exit", () => {
+    expect(processExitCalls()).toEqual([]);
+    expect(readFileSync(path.join(REPO_ROOT, "bin", "agentrl.js"), "utf8")).toContain("process.exit(");
   });
 
   it("finds a cycle when there is one (the check can fail)", () => {

@@ -32,7 +32,7 @@ import { rewriteJsonlWithout, rewritePartWithout, type DropRecord } from "./traj
 import { readJsonLines } from "./jsonl.js";
 import { openParquetFile, streamParquetRows, writeParquetRows, writeParquetStream } from "./parquet.js";
 import { trajectoryArrowSchema, trajectorySchema, type Trajectory } from "./trajectory.js";
-import { formatIssues } from "./verl-rows.js";
+import { formatIssues } from "../zod-issues.js";
 
 export type TrajectoryFormat = "parquet" | "jsonl";
 

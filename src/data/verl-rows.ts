@@ -38,6 +38,3 @@ export const verlRowSchema = z
   .passthrough();
 
 export type VerlRow = z.infer<typeof verlRowSchema>;
-
-// data/trajectory-store.ts still imports the formatter from here; the one definition is src/zod-issues.ts.
-export { formatIssues } from "../zod-issues.js";

@@ -4,13 +4,14 @@
  * Schema (agentrl_worker/protocol.py), which test/worker-protocol-parity.test.ts holds it to.
  */
 import type { z } from "zod";
+import { formatIssues } from "../../zod-issues.js";
 import { errorReply, okReply, readyEvent, requests, type Command } from "./protocol.js";
 
 function problem(schema: z.ZodType, message: unknown): string | undefined {
   const parsed = schema.safeParse(message);
   if (parsed.success) return undefined;
   // The field's dotted path first, as the worker's messages name it (config.lr, metrics.sft/loss).
-  return parsed.error.issues.map((issue) => `${issue.path.join(".") || "(message)"}: ${issue.message}`).join("; ");
+  return formatIssues(parsed.error);
 }
 
 export function isCommand(cmd: unknown): cmd is Command {
