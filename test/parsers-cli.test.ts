@@ -37,12 +37,35 @@ describe("agentrl parse", () => {
     expect(cut.errors[0].kind).toBe("truncated");
   });
 
+  it("--format gpt-oss reads harmony messages: final text, calls, errors, --truncated", async () => {
+    const call = (name: string, args: string) =>
+      `<|start|>assistant<|channel|>commentary to=functions.${name} <|constrain|>json<|message|>${args}<|call|>`;
+    const input =
+      "<|channel|>analysis<|message|>Need the calculator.<|end|>" +
+      call("calc", '{"expr": "2+2"}') + call("shell", '{"cmd": "ls"}') + call("calc", '{"expr": }') +
+      "<|start|>assistant<|channel|>final<|message|>Working on it.<|return|>";
+    const { code, stdout } = await runCli(["parse", "--format", "gpt-oss", "--tools", "calc"], { input });
+    expect(code).toBe(0);
+    const doc = JSON.parse(stdout);
+    expect(doc.normal_text).toBe("Working on it.");
+    expect(doc.calls).toEqual([{ name: "calc", arguments: { expr: "2+2" } }]);
+    expect(doc.errors.map((e: { kind: string; name?: string }) => [e.kind, e.name])).toEqual([
+      ["unknown_tool", "shell"],
+      ["malformed_json", "calc"],
+    ]);
+    const unclosed = call("calc", '{"expr": "1"}').replace("<|call|>", "");
+    expect(JSON.parse((await runCli(["parse", "--format", "gpt-oss"], { input: unclosed })).stdout).calls).toHaveLength(1);
+    const cut = JSON.parse((await runCli(["parse", "--format", "gpt-oss", "--truncated"], { input: unclosed })).stdout);
+    expect(cut.calls).toEqual([]);
+    expect(cut.errors.map((e: { kind: string }) => e.kind)).toEqual(["truncated"]);
+  });
+
   it("an unknown --format is a usage error listing the valid formats", async () => {
     const { code, stdout, stderr } = await runCli(["parse", "--format", "qwen3_coder"], { input: OUTPUT });
     expect(code).toBe(2);
     expect(stdout).toBe("");
     expect(stderr).toMatch(/^error: unknown --format 'qwen3_coder'/);
-    expect(stderr).toContain("qwen25, hermes, llama3, mistral, deepseekv3, pythonic, auto");
+    expect(stderr).toContain("qwen25, hermes, llama3, mistral, deepseekv3, pythonic, gpt-oss, auto");
   });
 
   it("a missing --format is a usage error", async () => {

@@ -6,7 +6,7 @@
 import { describe, expect, it } from "vitest";
 import { InputError } from "../src/errors.js";
 import { detectParserFormat, getParser, PARSER_FORMATS } from "../src/parsers/index.js";
-import { DS } from "./parsers-spellings.js";
+import { CharVocab, DS, HARMONY as H } from "./parsers-spellings.js";
 
 const kinds = (errors: { kind: string }[]): string[] => errors.map((e) => e.kind);
 
@@ -214,13 +214,74 @@ describe("pythonic", () => {
   });
 });
 
+describe("gpt-oss (harmony)", () => {
+  const oss = getParser("gpt-oss");
+  const analysis = `${H.channel}analysis${H.message}The user wants the weather.${H.end}`;
+  const call = (name: string, args: string) =>
+    `${H.start}assistant${H.channel}commentary to=functions.${name} ${H.constrain}json${H.message}${args}${H.call}`;
+
+  it("keeps final and commentary (preamble) text, drops the analysis channel", () => {
+    const r = oss.parse(
+      `${analysis}${H.start}assistant${H.channel}commentary${H.message}Checking now.${H.end}` +
+        `${call("get_weather", '{"city": "Paris"}')}${H.start}assistant${H.channel}final${H.message}It is sunny.${H.return}`,
+    );
+    expect(r.errors).toEqual([]);
+    expect(r.calls.map((c) => [c.name, c.arguments])).toEqual([["get_weather", { city: "Paris" }]]);
+    expect(r.normalText).toBe("Checking now.\nIt is sunny.");
+    expect(r.hasCallMarker).toBe(true);
+  });
+
+  it("reads the recipient from the role header too, with or without <|constrain|>, and keeps the name's last part", () => {
+    const r = oss.parse(
+      `${H.start}assistant to=functions.lookup${H.channel}commentary json${H.message}{"q": 1}${H.call}` +
+        `${H.start}assistant${H.channel}commentary to=browser.search${H.message}{"query": "x"}${H.call}`,
+    );
+    expect(r.errors).toEqual([]);
+    expect(r.calls.map((c) => [c.name, c.arguments])).toEqual([["lookup", { q: 1 }], ["search", { query: "x" }]]);
+  });
+
+  it("takes an empty body as no arguments and a reply addressed to=assistant as text", () => {
+    const r = oss.parse(`${call("now", "")}${H.start}functions.now to=assistant${H.channel}commentary${H.message}12:00${H.end}`);
+    expect(r.calls).toEqual([{ name: "now", arguments: {}, raw: expect.any(String) }]);
+    expect(r.normalText).toBe("12:00");
+  });
+
+  it("accepts a complete call whose <|call|> is missing, unless the engine says the output was cut", () => {
+    const text = `${analysis}${call("f", '{"a": 1}').slice(0, -H.call.length)}`;
+    expect(oss.parse(text).calls.map((c) => c.arguments)).toEqual([{ a: 1 }]);
+    expect(oss.parse(text, { truncated: true }).errors.map((e) => [e.kind, e.name])).toEqual([["truncated", "f"]]);
+  });
+
+  it("reports a call cut off in its header as truncated, and one whose header never reaches <|message|> as invalid", () => {
+    const cut = oss.parse(`${analysis}${H.start}assistant${H.channel}commentary to=functions.get_wea`);
+    expect(cut.errors.map((e) => [e.kind, e.name])).toEqual([["truncated", "get_wea"]]);
+    const broken = oss.parse(`${H.channel}commentary to=functions.f${H.end}${call("g", "{}")}`);
+    expect(broken.errors.map((e) => [e.kind, e.name])).toEqual([["invalid_call", "f"]]);
+    expect(broken.calls.map((c) => c.name)).toEqual(["g"]);
+  });
+
+  it("reports text after the arguments and a body that is not JSON as malformed_json", () => {
+    const r = oss.parse(`${call("f", '{"a": 1} trailing')}${call("g", "print(1)")}${call("h", "{}")}`);
+    expect(r.errors.map((e) => [e.kind, e.name])).toEqual([["malformed_json", "f"], ["malformed_json", "g"]]);
+    expect(r.calls.map((c) => c.name)).toEqual(["h"]);
+  });
+
+  it("at token level, drops a trailing <|return|> and reads a call that ends the output at <|call|>", () => {
+    const vocab = new CharVocab(Object.values(H));
+    const final = oss.parseTokens(vocab.encode(`${analysis}${H.start}assistant${H.channel}final${H.message}Done.${H.return}`), vocab);
+    expect(final).toEqual({ normalText: "Done.", calls: [], errors: [], hasCallMarker: false });
+    const called = oss.parseTokens(vocab.encode(`${analysis}${call("f", `{"a": "${CharVocab.plain(H.call)}"}`)}`), vocab);
+    expect(called.calls.map((c) => c.arguments)).toEqual([{ a: "<|call|>" }]);
+  });
+});
+
 describe("getParser and detectParserFormat", () => {
   it("lists the valid formats when the name is unknown", () => {
     expect(() => getParser("qwen3_coder")).toThrow(InputError);
     try {
       getParser("nope");
     } catch (err) {
-      expect((err as InputError).hint).toContain("qwen25, hermes, llama3, mistral, deepseekv3, pythonic, auto");
+      expect((err as InputError).hint).toContain("qwen25, hermes, llama3, mistral, deepseekv3, pythonic, gpt-oss, auto");
     }
     expect(PARSER_FORMATS).toContain("qwen");
     expect(getParser("qwen").format).toBe("qwen25");
@@ -238,6 +299,7 @@ describe("getParser and detectParserFormat", () => {
     ["pythonic", "[func_name1(params_name1=params_value1, params_name2=params_value2...), func_name2(params)]", ["<|python_start|>"]],
     ["mistral", "{{ '[TOOL_CALLS]' }}", ["[TOOL_CALLS]", "[ARGS]"]],
     ["deepseekv3", "{{'<｜tool▁calls▁begin｜>'}}", ["<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>"]],
+    ["gpt-oss", "{{- '<|start|>assistant<|channel|>commentary to=functions.' + tool_call.name }}", ["<|start|>", "<|channel|>", "<|constrain|>"]],
   ])("detects %s", (format, template, tokens) => {
     expect(detectParserFormat(template, tokens)).toBe(format);
   });

@@ -41,7 +41,7 @@ const argsObject = fc
 const callSpecs = fc.array(fc.record({ name: identifier, args: argsObject }), { minLength: 1, maxLength: 3 });
 
 /** Formats whose text path reads each call's JSON to its end, so delimiters inside strings cannot cut it. */
-const TEXT_ROBUST = new Set(["qwen25", "hermes", "llama3", "mistral"]);
+const TEXT_ROBUST = new Set(["qwen25", "hermes", "llama3", "mistral", "gpt-oss"]);
 
 describe.each(SPELLINGS)("$format properties", (spelling) => {
   const parser = getParser(spelling.format);

@@ -13,6 +13,22 @@ export const DS = {
   callEnd: "<｜tool▁call▁end｜>",
 };
 
+export const HARMONY = {
+  start: "<|start|>",
+  channel: "<|channel|>",
+  message: "<|message|>",
+  constrain: "<|constrain|>",
+  end: "<|end|>",
+  call: "<|call|>",
+  return: "<|return|>",
+};
+
+/** A gpt-oss call message, as the model writes it after the prompt's `<|start|>assistant`. */
+function harmonyCall(name: string, args: string): string {
+  const H = HARMONY;
+  return `${H.start}assistant${H.channel}commentary to=functions.${name} ${H.constrain}json${H.message}${args}${H.call}`;
+}
+
 /** A Python literal for a JSON value (pythonic arguments). JSON string escapes are valid Python escapes. */
 export function pyLiteral(value: unknown): string {
   if (value === null) return "None";
@@ -25,7 +41,7 @@ export function pyLiteral(value: unknown): string {
 }
 
 export interface Spelling {
-  format: "qwen25" | "hermes" | "llama3" | "mistral" | "deepseekv3" | "pythonic";
+  format: "qwen25" | "hermes" | "llama3" | "mistral" | "deepseekv3" | "pythonic" | "gpt-oss";
   /** Delimiters that are special tokens in the model's tokenizer. */
   delimiters: string[];
   /** One call from a name and its arguments given as JSON text (which may be malformed or a JSON string). */
@@ -81,6 +97,14 @@ export const SPELLINGS: Spelling[] = [
     },
     wrap: (calls) => `[${calls.join(", ")}]`,
     malformed: (name) => `${name}(x=[1, 2)`,
+  },
+  {
+    format: "gpt-oss",
+    delimiters: Object.values(HARMONY),
+    call: harmonyCall,
+    // The reasoning comes first and is not normal text.
+    wrap: (calls) => `${HARMONY.channel}analysis${HARMONY.message}I should call the tools.${HARMONY.end}${calls.join("")}`,
+    malformed: (name) => harmonyCall(name, '{"x": [1, 2}'),
   },
 ];
 

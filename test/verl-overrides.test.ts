@@ -272,7 +272,7 @@ describe("agentrl train/sft --dry-run on whole verl scripts (built CLI)", () => 
 
   it("an invalid multi_turn.format fails --dry-run with exit 2, naming the key and the formats", async () => {
     const result = await runCli(["train", "--config", empty, "--dry-run", "--set", "data.train_files=t.parquet", "--set", "actor_rollout_ref.model.path=m",
-      "--set", "actor_rollout_ref.rollout.multi_turn.format=gpt-oss"]);
+      "--set", "actor_rollout_ref.rollout.multi_turn.format=kimi_k2"]);
     expect(result.code).toBe(2);
     expect(result.stderr).toMatch(/actor_rollout_ref\.rollout\.multi_turn\.format: .*"qwen25"\|"hermes"\|"llama3"/);
     const rollout = await runCli(["rollout", "--dry-run", "--set", "actor_rollout_ref.rollout.multi_turn.format=hermez"]);
@@ -336,7 +336,7 @@ function tree(...sets: string[]): ConfigTree {
 describe("invalid values of enum keys fail, naming the key and the allowed values", () => {
   const base = ["data.train_files=t.parquet", "actor_rollout_ref.model.path=m"];
   const cases: [string, RegExp][] = [
-    ["actor_rollout_ref.rollout.multi_turn.format=gpt-oss", /^actor_rollout_ref\.rollout\.multi_turn\.format: .*"qwen25"\|"hermes"\|"llama3"\|"mistral"\|"deepseekv3"\|"pythonic"\|"auto"/],
+    ["actor_rollout_ref.rollout.multi_turn.format=kimi_k2", /^actor_rollout_ref\.rollout\.multi_turn\.format: .*"qwen25"\|"hermes"\|"llama3"\|"mistral"\|"deepseekv3"\|"pythonic"\|"gpt-oss"\|"auto"/],
     ["actor_rollout_ref.actor.loss_agg_mode=seq-mean", /^actor_rollout_ref\.actor\.loss_agg_mode: .*"token-mean"\|"seq-mean-token-sum"\|"seq-mean-token-mean"\|"seq-mean-token-sum-norm"/],
     ["algorithm.adv_estimator=ppo", /^algorithm\.adv_estimator: .*"grpo"\|"rloo"/],
     ["algorithm.adv_estimator=gae", /^algorithm\.adv_estimator=gae: gae trains a value model \(PPO\); agentrl has no critic .*: use grpo or rloo/],

@@ -204,7 +204,7 @@ function parseOwnCall(model: ChatModel, conversation: Conversation, offered: rea
       detail:
         `the template writes ${JSON.stringify(model.decode(ids))}, which parses to ${JSON.stringify(got)}` +
         (errors ? ` (${errors})` : "") + `, expected ${JSON.stringify([expected])}`,
-      hint: "choose the format matching this template with --format (qwen25, hermes, llama3, mistral, deepseekv3, pythonic)",
+      hint: "choose the format matching this template with --format (qwen25, hermes, llama3, mistral, deepseekv3, pythonic, gpt-oss)",
     };
   } catch (err) {
     return { id: "format", title: formatTitle(format), status: "fail", detail: (err as Error).message, hint: "pass --format explicitly" };

@@ -5,12 +5,13 @@
  */
 import { InputError } from "../errors.js";
 import { CALL_BEGIN, CALLS_BEGIN } from "./deepseekv3.js";
+import { CHANNEL, CONSTRAIN } from "./gpt-oss.js";
 import { PYTHON_TAG } from "./llama3.js";
 import { TOOL_CALLS } from "./mistral.js";
 import { PYTHON_START } from "./pythonic.js";
 import { TOOL_CALL_OPEN } from "./tool-call-tags.js";
 
-export type ConcreteFormat = "qwen25" | "hermes" | "llama3" | "mistral" | "deepseekv3" | "pythonic";
+export type ConcreteFormat = "qwen25" | "hermes" | "llama3" | "mistral" | "deepseekv3" | "pythonic" | "gpt-oss";
 
 interface Rule {
   format: ConcreteFormat;
@@ -18,6 +19,11 @@ interface Rule {
 }
 
 const RULES: Rule[] = [
+  // gpt-oss (harmony): no other format has channels; its templates write `<|channel|>` and `<|constrain|>`.
+  {
+    format: "gpt-oss",
+    matches: (t, tokens) => tokens.has(CHANNEL) || tokens.has(CONSTRAIN) || t.includes(CHANNEL),
+  },
   {
     format: "deepseekv3",
     matches: (t, tokens) => tokens.has(CALLS_BEGIN) || tokens.has(CALL_BEGIN) || t.includes(CALLS_BEGIN),

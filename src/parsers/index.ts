@@ -10,6 +10,7 @@ import { LLAMA3_DELIMITERS, parseLlama3 } from "./llama3.js";
 import { MISTRAL_DELIMITERS, parseMistral } from "./mistral.js";
 import { DEEPSEEKV3_DELIMITERS, parseDeepseekV3 } from "./deepseekv3.js";
 import { PYTHONIC_DELIMITERS, parsePythonic } from "./pythonic.js";
+import { GPT_OSS_DELIMITERS, parseGptOss } from "./gpt-oss.js";
 import { detectParserFormat, type ConcreteFormat } from "./detect.js";
 
 export type {
@@ -30,6 +31,7 @@ const PARSERS: Record<ConcreteFormat, FunctionCallParser> = {
   mistral: makeParser("mistral", MISTRAL_DELIMITERS, parseMistral),
   deepseekv3: makeParser("deepseekv3", DEEPSEEKV3_DELIMITERS, parseDeepseekV3),
   pythonic: makeParser("pythonic", PYTHONIC_DELIMITERS, parsePythonic),
+  "gpt-oss": makeParser("gpt-oss", GPT_OSS_DELIMITERS, parseGptOss),
 };
 
 /** SGLang's alternative names. */

@@ -9,7 +9,7 @@ export function registerDoctor(program: Command): void {
     .option("-m, --model <dir>", "local model folder: tokenizer and chat template (actor_rollout_ref.model.path)")
     .option("-s, --server <url>", "the SGLang or embedded engine URL to check")
     .option("--tools <yaml>", "tool config in verl's format (multi_turn.tool_config_path); default: a probe tool")
-    .option("--format <parser>", "function-call format: auto, qwen25, hermes, llama3, mistral, deepseekv3, pythonic")
+    .option("--format <parser>", "function-call format: auto, qwen25, hermes, llama3, mistral, deepseekv3, pythonic, gpt-oss")
     .option("-c, --config <file>", "rollout or train config YAML: reads the model, server, tools, format and budgets")
     .option("--max-prompt-length <n>", "prompt budget in tokens (data.max_prompt_length)", positiveInt("--max-prompt-length"))
     .option("--max-response-length <n>", "response budget in tokens (data.max_response_length)", positiveInt("--max-response-length"))

@@ -20,7 +20,7 @@ export function registerParse(program: Command): void {
   program
     .command("parse")
     .description("Parse model output text (stdin) into tool calls with a function-call parser")
-    .requiredOption("--format <name>", "function-call format: qwen25, hermes, llama3, mistral, deepseekv3, pythonic, auto")
+    .requiredOption("--format <name>", "function-call format: qwen25, hermes, llama3, mistral, deepseekv3, pythonic, gpt-oss, auto")
     .option("--tools <names>", "comma-separated tool names offered to the model; other names become unknown_tool errors")
     .option("--truncated", "the engine cut the output off (finish reason length): an unclosed last call is truncated")
     .option("--model <dir>", "model folder whose chat template and tokens pick the format, for --format auto")

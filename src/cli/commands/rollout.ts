@@ -48,7 +48,7 @@ export function registerRollout(program: Command): void {
     .option("--concurrency <c>", "trajectories in flight at once (rollout.max_concurrency)", positiveInt("--concurrency"))
     .option("--limit <n>", "use only the first N prompts (data.limit)", positiveInt("--limit"))
     .option("-o, --out <file>", "trajectory file, .parquet or .jsonl (output.path)")
-    .option("--format <parser>", "function-call format: auto, qwen25, hermes, llama3, mistral, deepseekv3, pythonic")
+    .option("--format <parser>", "function-call format: auto, qwen25, hermes, llama3, mistral, deepseekv3, pythonic, gpt-oss")
     .option("--temperature <t>", "sampling temperature; 0 = greedy", nonNegativeNumber("--temperature"))
     .option("--max-turns <n>", "most assistant turns per trajectory (multi_turn.max_assistant_turns)", positiveInt("--max-turns"))
     .option("--reward <module>", "JS module with the reward function (custom_reward_function.path)")
