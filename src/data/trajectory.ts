@@ -86,6 +86,11 @@ export const trajectorySchema = z.object({
   tool_rewards: z.array(z.number()),
   turn_scores: z.array(z.number()),
   /**
+   * The tools' calc_reward at the end of the trajectory (JSON text, `{tool_name: score}`, verl's reward_scores), with
+   * tool_lifetime: trajectory; null with per-call tools or none. Added to `reward` only with tool_score_reward: sum.
+   */
+  tool_scores: z.string().nullish(),
+  /**
    * Extra reward parts (JSON text, verl's reward_extra_info): what a user's reward module returned next to `score`,
    * and `acc` (the answer is correct), which the built-in scorers report and the accuracy metrics read.
    */
@@ -195,6 +200,7 @@ export const trajectoryArrowSchema = new Schema([
   f64("score"),
   list("tool_rewards", new Float64()),
   list("turn_scores", new Float64()),
+  str("tool_scores", true),
   str("reward_extra", true),
   f64("advantage", true),
   i32("num_turns"),

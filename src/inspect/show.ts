@@ -37,6 +37,8 @@ export interface ShowView {
     score: number;
     tool_rewards: number[];
     turn_scores: number[];
+    /** The tools' calc_reward at the end, `{tool_name: score}`; null when none was taken. */
+    tool_scores: unknown;
     extra: unknown;
     advantage: number | null;
   };
@@ -62,6 +64,13 @@ function parseJson(text: string | null | undefined): unknown {
   } catch {
     return text;
   }
+}
+
+/** `{calc_gsm8k_reward 1, other 0.5}`, or the JSON as it is when it is not a map of numbers. */
+function toolScoresText(scores: unknown): string {
+  if (scores === null || typeof scores !== "object" || Array.isArray(scores)) return JSON.stringify(scores);
+  const entries = Object.entries(scores as Record<string, unknown>);
+  return `{${entries.map(([name, v]) => `${name} ${typeof v === "number" ? fmt(v) : JSON.stringify(v)}`).join(", ")}}`;
 }
 
 function messageText(message: Message): string {
@@ -153,6 +162,7 @@ export function buildShowView(t: Trajectory): ShowView {
       score: t.score,
       tool_rewards: t.tool_rewards,
       turn_scores: t.turn_scores,
+      tool_scores: parseJson(t.tool_scores),
       extra: parseJson(t.reward_extra),
       advantage: t.advantage ?? null,
     },
@@ -263,6 +273,7 @@ export function renderShow(view: ShowView, look: Look, options: ShowOptions): st
     r.extra !== null ? `extra ${JSON.stringify(r.extra)}` : null,
   ].filter((x): x is string => x !== null);
   say(`${p.bold(`reward ${fmt(r.reward)}`)} (${parts.join(" · ")})${r.advantage !== null ? ` · advantage ${fmt(r.advantage)}` : ""}`);
+  if (r.tool_scores !== null) say(`tool scores ${toolScoresText(r.tool_scores)} (calc_reward at the end)`);
   out.push(`finish reason: ${view.finish_reason} · status ${view.status}`);
   out.push(p.dim(`time: generation ${fmt(view.timing_ms.gen, 0)} ms · tools ${fmt(view.timing_ms.tool, 1)} ms · total ${fmt(view.timing_ms.total, 0)} ms`));
   if (view.drift === "drift" && view.drift_detail) say(p.yellow(`drift detail: ${JSON.stringify(view.drift_detail)}`));

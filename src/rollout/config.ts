@@ -5,6 +5,7 @@
  */
 import { z } from "zod";
 import { PARSER_FORMATS } from "../parsers/index.js";
+import { TOOL_LIFETIMES } from "../tools/index.js";
 import { builtinRewardKwargsSchema, DEFAULT_REWARD_NAME } from "../rewards/reward.js";
 
 const seconds = (description: string, value: number) => z.number().positive().default(value).describe(`${description} (seconds)`);
@@ -36,6 +37,16 @@ export const multiTurnSchema = z
       .enum(["strict", "ignore_strippable", "disable"]).default("strict")
       .describe("drift check of the token record against a full template render at the end of each trajectory"),
     tool_timeout: seconds("default wall-clock limit of one tool call", 30),
+    tool_lifetime: z
+      .enum(TOOL_LIFETIMES).default("trajectory")
+      .describe(
+        "trajectory = one instance per tool per trajectory: create at the start for the tools the row's tools_kwargs " +
+          "names (others at their first call), calc_reward at the end, release on every exit (verl's SGLang rollout); " +
+          "call = create, execute, release per call, no calc_reward (verl's agent loop)",
+      ),
+    tool_score_reward: z
+      .enum(["none", "sum"]).default("none")
+      .describe("what the tools' calc_reward values (the record's tool_scores) do to the reward: none = recorded only, as in verl; sum = added to it"),
   })
   .describe("actor_rollout_ref.rollout.multi_turn");
 

@@ -10,6 +10,7 @@
  */
 import { Conversation } from "../chat/index.js";
 import { trajectoryKey, type Trajectory } from "../data/trajectory.js";
+import { ToolSession, type ToolsKwargs } from "../tools/index.js";
 import type { Sample } from "./sample.js";
 import { parseToolCalls, sampleAssistantTurn } from "./assistant-turn.js";
 import { interactionTurn, toolTurn } from "./environment-turn.js";
@@ -37,9 +38,15 @@ export class PromptTooLongError extends Error {
 
 export async function runTrajectory(sample: Sample, ctx: TrajectoryContext): Promise<Trajectory> {
   const run = await startTrajectory(sample, ctx);
-  let finish: Finish | undefined;
-  while (!finish) finish = await takeTurn(run);
-  return finishTrajectory(run, finish);
+  // The tool instances die with the trajectory, whichever way it ends (verl releases them at the end too).
+  try {
+    let finish: Finish | undefined;
+    while (!finish) finish = await takeTurn(run);
+    if (run.toolSession) run.log.toolScores = await run.toolSession.scores();
+    return await finishTrajectory(run, finish);
+  } finally {
+    await run.toolSession?.release();
+  }
 }
 
 /** One assistant turn and the environment's answer to it; a Finish when the trajectory ends there. */
@@ -72,7 +79,21 @@ async function startTrajectory(sample: Sample, ctx: TrajectoryContext): Promise<
   }
   const interaction = await startInteraction(sample, ctx);
   const id = trajectoryKey(sample.dataIndex, sample.sampleIndex);
-  return { sample, ctx, id, startedAt, deadline, conversation, interaction, log: emptyTurnLog() };
+  const toolSession = await startToolSession(sample, ctx, deadline);
+  return { sample, ctx, id, startedAt, deadline, conversation, interaction, toolSession, log: emptyTurnLog() };
+}
+
+/** With tool_lifetime: trajectory, the trajectory's tool instances, created now for the tools its tools_kwargs names. */
+async function startToolSession(sample: Sample, ctx: TrajectoryContext, deadline: AbortSignal): Promise<ToolSession | undefined> {
+  const multiTurn = ctx.rollout.multi_turn;
+  if (!ctx.tools || !multiTurn.enable || multiTurn.tool_lifetime !== "trajectory") return undefined;
+  const session = new ToolSession(ctx.tools, sample.toolsKwargs as ToolsKwargs, {
+    timeoutMs: multiTurn.tool_timeout * 1000,
+    signal: deadline,
+    ...(ctx.warn ? { warn: ctx.warn } : {}),
+  });
+  await session.start();
+  return session;
 }
 
 /**

@@ -49,6 +49,8 @@ async function executeCall(run: TrajectoryInFlight, call: ParseResult["calls"][n
       signal: run.deadline,
       maxToolResponseLength: multiTurn.max_tool_response_length,
       toolResponseTruncateSide: multiTurn.tool_response_truncate_side,
+      ...(run.toolSession ? { session: run.toolSession } : {}),
+      agentData: { trajectoryId: run.id, turn, messages: [...run.conversation.messages] },
     },
   );
   return {

@@ -70,6 +70,12 @@ function segmentsOf(segments: ConversationExport["segments"], log: TurnLog): Tra
   });
 }
 
+/** The tools' calc_reward values that go into the reward: their sum with tool_score_reward: sum, else nothing. */
+function toolScoreReward(run: TrajectoryInFlight): number {
+  if (run.ctx.rollout.multi_turn.tool_score_reward !== "sum" || !run.log.toolScores) return 0;
+  return Object.values(run.log.toolScores).reduce((a, b) => a + b, 0);
+}
+
 function trajectoryRecord(
   run: TrajectoryInFlight,
   exported: ConversationExport,
@@ -98,10 +104,11 @@ function trajectoryRecord(
     segments: segmentsOf(exported.segments, log),
     calls: log.calls,
     messages: JSON.stringify(exported.messages),
-    reward: reward.score,
+    reward: reward.score + toolScoreReward(run),
     score: reward.score,
     tool_rewards: log.toolRewards,
     turn_scores: log.turnScores,
+    tool_scores: log.toolScores ? JSON.stringify(log.toolScores) : null,
     reward_extra: Object.keys(reward.extra).length ? JSON.stringify(reward.extra) : null,
     advantage: null,
     num_turns: exported.assistantTurns + log.userTurns + 1,

@@ -7,7 +7,7 @@
 import type { ChatModel, Conversation } from "../chat/index.js";
 import type { SglangClient } from "../engine/index.js";
 import type { FunctionCallParser } from "../parsers/index.js";
-import type { ToolRegistry } from "../tools/index.js";
+import type { ToolRegistry, ToolSession } from "../tools/index.js";
 import type { Interaction, InteractionRegistry } from "../interactions/index.js";
 import type { LoadedRewardFunction } from "../rewards/index.js";
 import type { ToolCallRecord, TrajectorySegment, TrajectoryStatus } from "../data/trajectory.js";
@@ -50,6 +50,8 @@ export interface TurnLog {
   toolRewards: number[];
   /** The interaction's score for each user turn. */
   turnScores: number[];
+  /** calc_reward of each tool instance at the end (tool_lifetime: trajectory); null when no instance lived. */
+  toolScores: Record<string, number> | null;
   /** The engine's finish reason of each assistant turn, in order. */
   assistantFinish: string[];
   /** One entry per tool turn, in order. */
@@ -81,6 +83,8 @@ export interface TrajectoryInFlight {
   deadline: AbortSignal;
   conversation: Conversation;
   interaction: ActiveInteraction | undefined;
+  /** The trajectory's tool instances (tool_lifetime: trajectory); undefined without tools or per call. */
+  toolSession: ToolSession | undefined;
   log: TurnLog;
 }
 
@@ -89,6 +93,7 @@ export function emptyTurnLog(): TurnLog {
     calls: [],
     toolRewards: [],
     turnScores: [],
+    toolScores: null,
     assistantFinish: [],
     toolSegments: [],
     userTurns: 0,

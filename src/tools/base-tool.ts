@@ -21,9 +21,9 @@ export class BaseTool implements Tool {
     return { response: { text: "Updated the tool state." }, reward: 0.0, metrics: {} };
   }
 
-  async calcReward(_instanceId: string): Promise<number> {
+  async calcReward(_instanceId: string, _kwargs?: Record<string, unknown>): Promise<number> {
     return 0.0;
   }
 
-  async release(_instanceId: string): Promise<void> {}
+  async release(_instanceId: string, _kwargs?: Record<string, unknown>): Promise<void> {}
 }

@@ -1,5 +1,6 @@
 /** Public surface of the tools package: load a YAML, run calls, truncate observations. */
-export type { Tool, ToolClass, ToolContext, ToolExecuteResult, ToolResponse } from "./types.js";
+export type { Tool, ToolAgentData, ToolClass, ToolContext, ToolExecuteResult, ToolResponse } from "./types.js";
+export { ToolSession, TOOL_LIFETIMES, type ToolLifetime, type ToolKwargsEntry } from "./session.js";
 export { BaseTool } from "./base-tool.js";
 export { openAIFunctionToolSchema, schemaForTemplate, type OpenAIFunctionToolSchema } from "./schema.js";
 export { loadToolRegistry, ToolRegistry, BUILTIN_TOOL_CLASSES, DEFAULT_TOOL_CONCURRENCY, type LoadToolsOptions, type ToolCallSettings } from "./registry.js";

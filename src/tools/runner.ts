@@ -1,6 +1,7 @@
 /**
- * Runs one parsed tool call the way verl's agent loop does (`_call_tool`): parse the JSON arguments, create a
- * fresh instance with `create_kwargs` from the sample's tools_kwargs, execute, and release in `finally`.
+ * Runs one parsed tool call: parse the JSON arguments, then execute on the trajectory's instance (a ToolSession,
+ * verl's SGLang rollout) or, without a session, the way verl's agent loop does (`_call_tool`): create a fresh
+ * instance with `create_kwargs` from the sample's tools_kwargs, execute, and release in `finally`.
  * Any failure becomes the observation `Error when executing tool: <reason>` with step reward 0.0, as in verl,
  * plus metrics naming the kind of failure. On top of verl: a per-tool timeout and concurrency limit, and checks
  * that the output is text the model can read (valid Unicode, not absurdly large). This function never throws.
@@ -9,16 +10,16 @@ import { pyStrRepr } from "./python-repr.js";
 import type { ToolRegistry } from "./registry.js";
 import { ToolOutputError, type ToolErrorKind } from "./tool-errors.js";
 import { truncateToolResponse, type TruncateSide } from "./truncate.js";
-import type { Tool, ToolExecuteResult } from "./types.js";
+import { stepKwargs, type ToolSession, type ToolsKwargs } from "./session.js";
+import type { Tool, ToolAgentData, ToolExecuteResult } from "./types.js";
+
+export type { ToolsKwargs } from "./session.js";
 
 export interface ToolCallRequest {
   name: string;
   /** The JSON text the parser extracted, or already-decoded arguments. */
   arguments: string | Record<string, unknown>;
 }
-
-/** A sample's `tools_kwargs`: `{tool_name: {create_kwargs: {...}}}`. */
-export type ToolsKwargs = Record<string, { create_kwargs?: Record<string, unknown> } | undefined>;
 
 export interface RunToolCallOptions {
   /** Wall-clock limit for create + execute when the tool's config sets none. Default 30 s. */
@@ -30,6 +31,10 @@ export interface RunToolCallOptions {
   /** verl's max_tool_response_length; when given, the text is truncated like verl does. */
   maxToolResponseLength?: number;
   toolResponseTruncateSide?: TruncateSide;
+  /** The trajectory's instances (tool_lifetime: trajectory); absent: a fresh instance for this call. */
+  session?: ToolSession;
+  /** Passed to the tool as `ctx.agentData`. */
+  agentData?: ToolAgentData;
 }
 
 export interface ToolCallMetrics {
@@ -140,11 +145,11 @@ function checkOutput(result: unknown, maxOutputChars: number): ToolExecuteResult
   return { response: r.response, reward, metrics };
 }
 
-async function releaseQuietly(tool: Tool, instanceId: string): Promise<string | undefined> {
+async function releaseQuietly(tool: Tool, instanceId: string, kwargs: Record<string, unknown>): Promise<string | undefined> {
   let timer: NodeJS.Timeout | undefined;
   try {
     await Promise.race([
-      tool.release(instanceId),
+      tool.release(instanceId, kwargs),
       new Promise<never>((_, reject) => {
         timer = setTimeout(() => reject(new Error(`release timed out after ${RELEASE_TIMEOUT_MS} ms`)), RELEASE_TIMEOUT_MS);
       }),
@@ -194,9 +199,13 @@ export async function runToolCall(
     maxOutputChars: options.maxOutputChars ?? DEFAULT_MAX_OUTPUT_CHARS,
     signal: options.signal,
   };
+  const kwargs = options.session?.toolsKwargs ?? toolsKwargs;
+  const lifetime: InstanceLifetime = options.session
+    ? { session: options.session }
+    : { createKwargs: stepKwargs(kwargs, call.name, "create_kwargs"), releaseKwargs: stepKwargs(kwargs, call.name, "release_kwargs") };
+  const execution: Execution = { parameters, kwargs: stepKwargs(kwargs, call.name, "execute_kwargs"), agentData: options.agentData };
   try {
-    const createKwargs = toolsKwargs[call.name]?.create_kwargs ?? {};
-    const result = await createExecuteRelease(tool, createKwargs, parameters, limits, metrics, releaseSlot);
+    const result = await createExecuteRelease(tool, lifetime, execution, limits, metrics, releaseSlot);
     return outcomeOf(call.name, result, metrics, options);
   } catch (err) {
     if (err instanceof CallFailure || err instanceof ToolOutputError) return fail(err.kind, err.message);
@@ -210,16 +219,29 @@ interface CallLimits {
   signal: AbortSignal | undefined;
 }
 
+/** Where the call's instance comes from: the trajectory's session, or a fresh one created and released for it. */
+type InstanceLifetime =
+  | { session: ToolSession }
+  | { session?: undefined; createKwargs: Record<string, unknown>; releaseKwargs: Record<string, unknown> };
+
+interface Execution {
+  parameters: Record<string, unknown>;
+  /** execute_kwargs */
+  kwargs: Record<string, unknown>;
+  agentData: ToolAgentData | undefined;
+}
+
 /**
- * verl's instance lifecycle for one call: create with the sample's create_kwargs, execute, then release, with
- * create + execute under the call's deadline. Resolves to the checked output, or rejects with why it failed; sets
+ * One call on its instance: with a session, execute on the trajectory's instance (created at its first use);
+ * otherwise verl's agent-loop lifecycle: create with the sample's create_kwargs, execute, then release. Create +
+ * execute run under the call's deadline. Resolves to the checked output, or rejects with why it failed; sets
  * `latencyMs` (and `releaseError`) on `metrics`. `releaseSlot` runs as soon as the call is over, before the release,
  * which may take a while.
  */
 async function createExecuteRelease(
   tool: Tool,
-  createKwargs: Record<string, unknown>,
-  parameters: Record<string, unknown>,
+  lifetime: InstanceLifetime,
+  execution: Execution,
   limits: CallLimits,
   metrics: ToolCallMetrics,
   releaseSlot: (() => void) | undefined,
@@ -233,14 +255,16 @@ async function createExecuteRelease(
   let settled = false;
   try {
     const work = (async () => {
-      const created = await tool.create(undefined, { create_kwargs: createKwargs });
+      const ctx = { signal: controller.signal, kwargs: execution.kwargs, ...(execution.agentData ? { agentData: execution.agentData } : {}) };
+      if (lifetime.session) return tool.execute(await lifetime.session.instanceOf(tool.name), execution.parameters, ctx);
+      const created = await tool.create(undefined, { create_kwargs: lifetime.createKwargs });
       if (settled) {
         // The call already timed out while create was running: nobody will release this instance but us.
-        void releaseQuietly(tool, created.instanceId);
+        void releaseQuietly(tool, created.instanceId, lifetime.releaseKwargs);
         throw new CallFailure("timeout", "create finished after the call timed out");
       }
       instanceId = created.instanceId;
-      return tool.execute(created.instanceId, parameters, { signal: controller.signal });
+      return tool.execute(created.instanceId, execution.parameters, ctx);
     })();
     // A tool that ignores the signal keeps running in the background; its late rejection must not go unhandled.
     work.catch(() => undefined);
@@ -256,8 +280,8 @@ async function createExecuteRelease(
     controller.abort(); // tells a still-running tool to stop
     limits.signal?.removeEventListener("abort", onOuterAbort);
     releaseSlot?.();
-    if (instanceId !== undefined) {
-      const releaseError = await releaseQuietly(tool, instanceId);
+    if (instanceId !== undefined && !lifetime.session) {
+      const releaseError = await releaseQuietly(tool, instanceId, lifetime.releaseKwargs);
       if (releaseError !== undefined) metrics.releaseError = releaseError;
     }
   }

@@ -1,6 +1,7 @@
 /**
  * The tool lifecycle of verl's BaseTool (verl/tools/base_tool.py): create → execute (text, step reward,
- * metrics) → calcReward → release. In the agent loop every call runs on a fresh instance.
+ * metrics) → calcReward → release. With `multi_turn.tool_lifetime: trajectory` (the default, verl's SGLang rollout)
+ * one instance lives for the whole trajectory; with `call` (verl's agent loop) every call runs on a fresh instance.
  */
 import type { OpenAIFunctionToolSchema } from "./schema.js";
 
@@ -18,10 +19,24 @@ export interface ToolExecuteResult {
   metrics: Record<string, unknown>;
 }
 
+/** What a tool can know about the trajectory that calls it (verl's `agent_data`). */
+export interface ToolAgentData {
+  /** The trajectory's key, `<data_index>:<sample_index>`. */
+  trajectoryId: string;
+  /** The assistant turn (0-based) that made the call. */
+  turn: number;
+  /** The conversation so far, the call's assistant message included. */
+  messages: readonly unknown[];
+}
+
 /** Passed to `execute`: lets a tool stop work when the runner gives up on it. */
 export interface ToolContext {
   /** Aborted when the call times out or the trajectory is cancelled. */
   signal: AbortSignal;
+  /** `execute_kwargs` from the sample's tools_kwargs (`{}` when none). */
+  kwargs?: Record<string, unknown>;
+  /** The calling trajectory, when the call comes from a rollout. */
+  agentData?: ToolAgentData;
 }
 
 export interface Tool {
@@ -32,8 +47,10 @@ export interface Tool {
   readonly config: Record<string, unknown>;
   create(instanceId: string | undefined, kwargs: Record<string, unknown>): Promise<{ instanceId: string; response: ToolResponse }>;
   execute(instanceId: string, parameters: Record<string, unknown>, ctx: ToolContext): Promise<ToolExecuteResult>;
-  calcReward(instanceId: string): Promise<number>;
-  release(instanceId: string): Promise<void>;
+  /** `kwargs`: calc_reward_kwargs from the sample's tools_kwargs. */
+  calcReward(instanceId: string, kwargs?: Record<string, unknown>): Promise<number>;
+  /** `kwargs`: release_kwargs from the sample's tools_kwargs. */
+  release(instanceId: string, kwargs?: Record<string, unknown>): Promise<void>;
   /** Frees shared resources (MCP connections); called once when the registry closes. */
   close?(): Promise<void>;
 }

@@ -31,6 +31,7 @@ export function makeTrajectory(i: number, overrides: Partial<Trajectory> = {}): 
     score: i % 3 === 0 ? 1 : 0,
     tool_rewards: [-0.05],
     turn_scores: [],
+    tool_scores: null,
     reward_extra: null,
     advantage: null,
     num_turns: 3,
