@@ -13,3 +13,12 @@ export {
   type RewardResultObject,
 } from "./reward.js";
 export { scoreVault, vaultAnswer, vaultFormatCredit, VAULT_CALL_CREDIT, VAULT_MESSY_CALL_CREDIT, VAULT_LENGTH_SCALE, VAULT_FORMAT_STEP_CREDIT, VAULT_ANSWER_CREDIT, type VaultScore, type VaultScoreOptions } from "./vault.js";
+export {
+  PythonRewardPool,
+  defaultRewardPython,
+  defaultRewardWorkers,
+  type PythonRewardOptions,
+  type PythonRewardCall,
+  type PythonRewardResult,
+  type RewardRow,
+} from "./python-reward.js";

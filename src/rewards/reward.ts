@@ -3,6 +3,7 @@
  * The record keeps every part (outcome score, tool step rewards, interaction turn scores) because verl exposes
  * them separately and only the outcome score becomes the training reward by default.
  */
+import { existsSync } from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { z } from "zod";
@@ -10,6 +11,7 @@ import { InputError } from "../errors.js";
 import { formatIssues } from "../zod-issues.js";
 import { computeScore } from "./gsm8k.js";
 import { scoreVault } from "./vault.js";
+import { PythonRewardPool, type PythonRewardOptions, type RewardRow } from "./python-reward.js";
 
 /** What a reward function sees; the names follow verl's `compute_score(data_source, solution_str, ground_truth, extra_info)`. */
 export interface RewardInput {
@@ -57,6 +59,13 @@ export interface LoadedRewardFunction {
   fn: RewardFunction;
   modulePath: string;
   exportName: string;
+  /**
+   * Scores with the row known (a Python reward file: its errors name the trajectory); when set, computeReward calls
+   * it instead of `fn`.
+   */
+  score?: (input: RewardInput, rewardKwargs: Record<string, unknown>, row?: RewardRow) => Promise<number | RewardResultObject>;
+  /** Stops what the function runs on (a Python file's process pool); call it once the run is over. */
+  close?: () => Promise<void>;
 }
 
 /**
@@ -105,12 +114,16 @@ const resultSchema = z.union([
  */
 export async function computeReward(
   input: RewardInput,
-  userFunction?: Pick<LoadedRewardFunction, "fn" | "modulePath"> & { exportName?: string },
+  userFunction?: Pick<LoadedRewardFunction, "fn" | "modulePath" | "score"> & { exportName?: string },
   rewardKwargs: Record<string, unknown> = {},
+  /** The trajectory being scored, for a Python reward file's error messages. */
+  row?: RewardRow,
 ): Promise<RewardRecord> {
   const base = { toolRewards: [...input.toolRewards], turnScores: [...input.turnScores] };
   if (userFunction) {
-    const raw = await userFunction.fn({ ...input, ...rewardKwargs });
+    const raw = userFunction.score
+      ? await userFunction.score(input, rewardKwargs, row)
+      : await userFunction.fn({ ...input, ...rewardKwargs });
     const parsed = resultSchema.safeParse(raw);
     if (!parsed.success) {
       throw new InputError(
@@ -143,7 +156,7 @@ export async function computeReward(
 export const DEFAULT_REWARD_NAME = "compute_score";
 
 /**
- * Loads a user's reward module (a .js/.mjs file) and finds the function named `name` (custom_reward_function.name).
+ * Loads a user's reward module (a .js/.mjs file, or a .py file: see loadPythonReward) and finds the function named `name` (custom_reward_function.name).
  * With the name at verl's default, `compute_score`, a JS module may also spell it `computeScore` or make it the
  * default export (tried in that order), since that is how JS names things and how the earlier agentrl looked it up;
  * an explicitly configured name must be exported under exactly that name. TypeScript files must be compiled first:
@@ -153,8 +166,10 @@ export async function loadRewardModule(
   modulePath: string,
   name: string = DEFAULT_REWARD_NAME,
   cwd = process.cwd(),
+  python: PythonRewardOptions = { timeout: 60 },
 ): Promise<LoadedRewardFunction> {
   const absolute = path.resolve(cwd, modulePath);
+  if (absolute.endsWith(".py")) return loadPythonReward(modulePath, absolute, name, python);
   if (/\.(c|m)?ts$/.test(absolute)) {
     throw new InputError(`reward module ${modulePath}: TypeScript modules cannot be loaded by Node 20`, {
       hint: "compile it to .js (npx tsc) and pass the .js file",
@@ -185,6 +200,34 @@ export async function loadRewardModule(
     );
   }
   return { fn: found[1] as RewardFunction, modulePath, exportName: found[0] };
+}
+
+/**
+ * A Python reward file, verl's way: `name(data_source, solution_str, ground_truth, extra_info, **reward_kwargs)`
+ * returning a float or a dict with `score` (the other keys are reward_extra_info), run on a pool of Python processes
+ * started here, so a syntax error or a missing function fails before any rollout. extra_info is the row's, plus the
+ * trajectory's `tool_rewards` and `turn_scores`.
+ */
+async function loadPythonReward(modulePath: string, absolute: string, name: string, python: PythonRewardOptions): Promise<LoadedRewardFunction> {
+  if (!existsSync(absolute)) throw new InputError(`reward file ${modulePath}: no such file`);
+  const pool = await PythonRewardPool.start(absolute, name, python);
+  const score = async (input: RewardInput, rewardKwargs: Record<string, unknown>, row?: RewardRow): Promise<RewardResultObject> => {
+    const { score: value, extra } = await pool.call(
+      {
+        data_source: input.dataSource,
+        solution_str: input.responseText,
+        ground_truth: input.groundTruth,
+        extra_info: { ...input.extraInfo, tool_rewards: input.toolRewards, turn_scores: input.turnScores },
+        reward_kwargs: rewardKwargs,
+      },
+      row,
+    );
+    return { ...extra, score: value };
+  };
+  // Called without the split (as a JS function is): the known fields are the input, the rest reward_kwargs.
+  const fn: RewardFunction = ({ dataSource, responseText, groundTruth, extraInfo, toolRewards, turnScores, ...kwargs }) =>
+    score({ dataSource, responseText, groundTruth, extraInfo, toolRewards, turnScores }, kwargs);
+  return { fn, score, modulePath, exportName: name, close: () => pool.close() };
 }
 
 /** The names of a module's exported functions (a CommonJS module's too), for "no such function" errors. */

@@ -128,6 +128,7 @@ async function openRollout(config: RolloutConfig, flags: RolloutFlags, inputs: R
     rewardModulePath: reward.path,
     rewardName: reward.name,
     rewardKwargs: reward.reward_kwargs,
+    rewardPython: reward.python,
   });
   cleanups.unshift(() => parts.close());
   let rollout = config.actor_rollout_ref.rollout;

@@ -98,13 +98,21 @@ export const rolloutSchema = z
  */
 export const customRewardFunctionSchema = z
   .strictObject({
-    path: z.string().nullable().default(null).describe("JS module with the reward function (verl's custom_reward_function.path); null = the built-in reward of each data_source"),
+    path: z.string().nullable().default(null).describe("JS module (.js/.mjs) or Python file (.py) with the reward function (verl's custom_reward_function.path); null = the built-in reward of each data_source"),
     name: z
       .string().min(1).default(DEFAULT_REWARD_NAME)
       .describe("the module's exported function; at the default, compute_score, the JS spelling computeScore or a default export is taken too"),
     reward_kwargs: z
       .record(z.string(), z.unknown()).default({})
       .describe("extra arguments of the reward function (verl's reward_kwargs); built-in: shaped (agentrl/vault: the shaped reward instead of correctness only)"),
+    python: z
+      .strictObject({
+        executable: z.string().min(1).nullable().default(null).describe("interpreter for a .py reward file; null = the repository's .venv/bin/python when it exists, else python3"),
+        workers: z.number().int().positive().nullable().default(null).describe("processes scoring a .py reward file in parallel; null = min(4, CPU count)"),
+        timeout: z.number().positive().default(60).describe("seconds one call of a .py reward function may take; past it the trajectory fails and the process is restarted"),
+      })
+      .optional()
+      .describe("how a .py reward file runs (agentrl's; absent = the defaults of its keys)"),
   })
   .superRefine((value, ctx) => {
     if (value.path !== null) return;

@@ -9,7 +9,7 @@ import { SglangClient } from "../engine/index.js";
 import { getParser, type FunctionCallParser } from "../parsers/index.js";
 import { loadToolRegistry, type ToolRegistry } from "../tools/index.js";
 import { loadInteractionRegistry, type InteractionRegistry } from "../interactions/index.js";
-import { DEFAULT_REWARD_NAME, loadRewardModule, type LoadedRewardFunction } from "../rewards/index.js";
+import { DEFAULT_REWARD_NAME, loadRewardModule, type LoadedRewardFunction, type PythonRewardOptions } from "../rewards/index.js";
 import { UsageError } from "../errors.js";
 import { readTextFile } from "../data/text-file.js";
 import type { RolloutSection } from "./config.js";
@@ -35,6 +35,8 @@ export async function loadRolloutParts(options: {
   /** custom_reward_function.name: the reward module's function (default compute_score). */
   rewardName?: string;
   rewardKwargs?: Record<string, unknown>;
+  /** custom_reward_function.python: how a .py reward file runs. */
+  rewardPython?: PythonRewardOptions;
   /** Folders that tool and interaction `class_name` module paths may load from. */
   moduleDirs?: string[];
 }): Promise<RolloutParts> {
@@ -63,7 +65,7 @@ export async function loadRolloutParts(options: {
   let rewardFunction: LoadedRewardFunction | undefined;
   try {
     rewardFunction = options.rewardModulePath
-      ? await loadRewardModule(options.rewardModulePath, options.rewardName ?? DEFAULT_REWARD_NAME)
+      ? await loadRewardModule(options.rewardModulePath, options.rewardName ?? DEFAULT_REWARD_NAME, process.cwd(), options.rewardPython)
       : undefined;
   } catch (err) {
     await tools?.close();
@@ -78,7 +80,7 @@ export async function loadRolloutParts(options: {
     rewardFunction,
     rewardKwargs: options.rewardKwargs ?? {},
     async close() {
-      await tools?.close();
+      await Promise.all([tools?.close(), rewardFunction?.close?.()]);
     },
   };
 }

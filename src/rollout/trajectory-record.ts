@@ -39,6 +39,7 @@ async function scoreResponse(run: TrajectoryInFlight, responseText: string): Pro
       },
       ctx.rewardFunction,
       ctx.rewardKwargs,
+      { dataIndex: sample.dataIndex, trajectoryId: run.id },
     );
   } catch (err) {
     // Only a user's reward module is an expected failure; the built-in scoring throwing is a bug.

@@ -30,6 +30,7 @@ export async function loadTrainInputs(config: TrainConfig, configFile: string | 
     rewardModulePath: config.custom_reward_function.path,
     rewardName: config.custom_reward_function.name,
     rewardKwargs: config.custom_reward_function.reward_kwargs,
+    rewardPython: config.custom_reward_function.python,
   });
   return { trainPrompts, valPrompts, parts };
 }

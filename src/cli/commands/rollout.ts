@@ -51,7 +51,7 @@ export function registerRollout(program: Command): void {
     .option("--format <parser>", "function-call format: auto, qwen25, hermes, llama3, mistral, deepseekv3, pythonic, gpt-oss")
     .option("--temperature <t>", "sampling temperature; 0 = greedy", nonNegativeNumber("--temperature"))
     .option("--max-turns <n>", "most assistant turns per trajectory (multi_turn.max_assistant_turns)", positiveInt("--max-turns"))
-    .option("--reward <module>", "JS module with the reward function (custom_reward_function.path)")
+    .option("--reward <module>", "JS module or .py file with the reward function (custom_reward_function.path)")
     .option("--reward-name <name>", "the module's exported reward function; default compute_score, or computeScore / a default export (custom_reward_function.name)")
     .option("--seed <n>", "seed for per-request sampling seeds", (v) => Number.parseInt(v, 10))
     .option(
