@@ -1,18 +1,30 @@
-import { mkdtempSync } from "node:fs";
+import { mkdirSync, mkdtempSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { defineConfig } from "vitest/config";
 
-// One private temp folder for the whole suite (test/global-setup.ts removes it at the end): every test worker and
-// every process a test starts gets it as TMPDIR, so nothing is left in the machine's temp folder.
-const suiteTmp = process.env.AGENTRL_SUITE_TMP ?? mkdtempSync(path.join(os.tmpdir(), "agentrl-suite-"));
-process.env.AGENTRL_SUITE_TMP = suiteTmp;
+// One private folder for the whole suite (test/global-setup.ts removes it at the end). Its `tmp` is every test
+// worker's TMPDIR, and so every process a test starts gets it: nothing lands in the machine's temp folder, and each
+// test file removes what it makes there (test/helpers/tmp.ts), which global-setup checks. Its `cache` holds what test
+// files share and make once per run (test/helpers/tiny-model.ts); it goes with the suite.
+const suiteRoot = process.env.AGENTRL_SUITE_ROOT ?? mkdtempSync(path.join(os.tmpdir(), "agentrl-suite-"));
+const suiteTmp = path.join(suiteRoot, "tmp");
+const suiteCache = path.join(suiteRoot, "cache");
+for (const dir of [suiteTmp, suiteCache]) mkdirSync(dir, { recursive: true });
+Object.assign(process.env, { AGENTRL_SUITE_ROOT: suiteRoot, AGENTRL_SUITE_TMP: suiteTmp, AGENTRL_SUITE_CACHE: suiteCache });
 
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
     globalSetup: ["test/global-setup.ts"],
-    env: { TMPDIR: suiteTmp, AGENTRL_SUITE_TMP: suiteTmp },
+    env: {
+      TMPDIR: suiteTmp,
+      AGENTRL_SUITE_TMP: suiteTmp,
+      AGENTRL_SUITE_CACHE: suiteCache,
+      // Python processes that import transformers make torch's compile cache folder, by default
+      // $TMPDIR/torchinductor_<user>: it is a cache shared by the run, so it goes with the other caches.
+      TORCHINDUCTOR_CACHE_DIR: path.join(suiteCache, "torchinductor"),
+    },
     testTimeout: 60_000,
     hookTimeout: 60_000,
     // 2-core machines: end-to-end tests spawn the CLI and Python; keep parallelism modest.

@@ -4,16 +4,16 @@
  * target still holds the old content. A plain in-place write would leave it truncated here.
  */
 import { describe, expect, it } from "vitest";
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { spawn } from "node:child_process";
-import os from "node:os";
 import path from "node:path";
 import { REPO_ROOT } from "./helpers/cli.js";
 import { writeFileAtomic } from "../src/data/atomic.js";
+import { tempDir } from "./helpers/tmp.js";
 
 describe("writeFileAtomic", () => {
   it("replaces the content and leaves no temporary file", async () => {
-    const dir = mkdtempSync(path.join(os.tmpdir(), "agentrl-atomic-"));
+    const dir = tempDir("atomic");
     const target = path.join(dir, "nested", "out.bin");
     await writeFileAtomic(target, "first");
     await writeFileAtomic(target, "second");
@@ -22,7 +22,7 @@ describe("writeFileAtomic", () => {
   });
 
   it("a writer killed mid-write leaves the old content in place", async () => {
-    const dir = mkdtempSync(path.join(os.tmpdir(), "agentrl-atomic-kill-"));
+    const dir = tempDir("atomic-kill");
     const target = path.join(dir, "data.parquet");
     writeFileSync(target, "old content");
     const script = `

@@ -3,9 +3,8 @@
  * would render for each assistant message (taken from Python transformers' full render in expected.json), so the
  * accumulated record must equal that full render token for token, with mask 1 exactly on the sampled spans.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import os from "node:os";
+import { beforeAll, describe, expect, it } from "vitest";
+import { readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import fc from "fast-check";
 import { Conversation, loadChatModel, type ChatMessage, type ChatModel } from "../src/chat/index.js";
@@ -13,6 +12,7 @@ import { getParser } from "../src/parsers/index.js";
 import type { TokenVocab } from "../src/parsers/types.js";
 import { FIXTURES_DIR, QWEN3_DIR, materializeFixtureModel } from "./fixtures/templates/materialize.js";
 import { compareTokens } from "../src/chat/drift.js";
+import { tempDir } from "./helpers/tmp.js";
 
 const spec = JSON.parse(readFileSync(path.join(FIXTURES_DIR, "conversations.json"), "utf8")) as {
   tools: Record<string, unknown>[];
@@ -23,7 +23,7 @@ const expected = JSON.parse(readFileSync(path.join(FIXTURES_DIR, "expected.json"
   Record<string, { full: { text: string; ids: number[] } }>
 >;
 
-const temp = mkdtempSync(path.join(os.tmpdir(), "agentrl-chat-conv-"));
+const temp = tempDir("chat-conv");
 const models: Record<string, ChatModel> = {};
 const MODEL_NAMES = ["qwen3", "qwen25-style", "llama3-style"] as const;
 
@@ -32,7 +32,6 @@ beforeAll(async () => {
   models["qwen25-style"] = await loadChatModel(materializeFixtureModel("qwen25-style", temp));
   models["llama3-style"] = await loadChatModel(materializeFixtureModel("llama3-style", temp));
 });
-afterAll(() => rmSync(temp, { recursive: true, force: true }));
 
 /** A fake engine that samples the next assistant message of `full`: tokens up to and including the end-of-turn. */
 function sampleFrom(full: readonly number[], from: number, model: ChatModel): number[] {

@@ -3,13 +3,13 @@
  * test/fixtures/templates/expected.json by make-expected.py) for the real Qwen3 files and the Qwen2.5-style and
  * Llama-3-style fixtures; end-of-turn, EOS and bridge must be found from the files; bad files must be named.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync, copyFileSync } from "node:fs";
-import os from "node:os";
+import { beforeAll, describe, expect, it } from "vitest";
+import { mkdtempSync, readFileSync, writeFileSync, copyFileSync } from "node:fs";
 import path from "node:path";
 import { loadChatModel, type ChatModel, type ChatMessage } from "../src/chat/index.js";
 import { InputError } from "../src/errors.js";
 import { FIXTURES_DIR, QWEN3_DIR, materializeFixtureModel } from "./fixtures/templates/materialize.js";
+import { tempDir } from "./helpers/tmp.js";
 
 const spec = JSON.parse(readFileSync(path.join(FIXTURES_DIR, "conversations.json"), "utf8")) as {
   tools: Record<string, unknown>[];
@@ -21,7 +21,7 @@ const expected = JSON.parse(readFileSync(path.join(FIXTURES_DIR, "expected.json"
   Record<string, { full: Render; prompt: Render }>
 >;
 
-const temp = mkdtempSync(path.join(os.tmpdir(), "agentrl-chat-model-"));
+const temp = tempDir("chat-model");
 const models: Record<string, ChatModel> = {};
 
 beforeAll(async () => {
@@ -29,7 +29,6 @@ beforeAll(async () => {
   models["qwen25-style"] = await loadChatModel(materializeFixtureModel("qwen25-style", temp));
   models["llama3-style"] = await loadChatModel(materializeFixtureModel("llama3-style", temp));
 });
-afterAll(() => rmSync(temp, { recursive: true, force: true }));
 
 describe.each(["qwen3", "qwen25-style", "llama3-style"])("%s matches Python transformers", (name) => {
   it.each(Object.keys(spec.conversations))("renders and tokenizes %s identically", (conversation) => {

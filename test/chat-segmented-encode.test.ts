@@ -3,8 +3,6 @@
  * exactly the ids the tokenizer gives for the whole text, on any text, for every model folder the suite knows; and
  * it must not split where splitting is not exact.
  */
-import { mkdtempSync } from "node:fs";
-import os from "node:os";
 import { beforeAll, describe, expect, it } from "vitest";
 import fc from "fast-check";
 import { Tokenizer } from "@huggingface/tokenizers";
@@ -13,6 +11,7 @@ import { readModelFiles } from "../src/chat/files.js";
 import { LruMap } from "../src/lru-map.js";
 import { addedTokenSplitter, encodeSegmented } from "../src/chat/segmented-encode.js";
 import { QWEN3_DIR, materializeFixtureModel } from "./fixtures/templates/materialize.js";
+import { tempDir } from "./helpers/tmp.js";
 
 interface Pair {
   model: ChatModel;
@@ -22,7 +21,7 @@ interface Pair {
 const pairs: Record<string, Pair> = {};
 
 beforeAll(async () => {
-  const temp = mkdtempSync(`${os.tmpdir()}/agentrl-segmented-`);
+  const temp = tempDir("segmented");
   const dirs = {
     qwen3: QWEN3_DIR,
     "qwen25-style": materializeFixtureModel("qwen25-style", temp),

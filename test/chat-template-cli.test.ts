@@ -1,10 +1,10 @@
 /** `agentrl template` end to end: the built CLI with real tokenizer files, as a user runs it. */
-import { afterAll, describe, expect, it } from "vitest";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import os from "node:os";
+import { describe, expect, it } from "vitest";
+import { readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { runCli } from "./helpers/cli.js";
 import { FIXTURES_DIR, QWEN3_DIR, materializeFixtureModel } from "./fixtures/templates/materialize.js";
+import { tempDir } from "./helpers/tmp.js";
 
 const spec = JSON.parse(readFileSync(path.join(FIXTURES_DIR, "conversations.json"), "utf8")) as {
   tools: unknown[];
@@ -15,8 +15,7 @@ const expected = JSON.parse(readFileSync(path.join(FIXTURES_DIR, "expected.json"
   Record<string, Record<"full" | "prompt", { text: string; ids: number[] }>>
 >;
 
-const temp = mkdtempSync(path.join(os.tmpdir(), "agentrl-template-cli-"));
-afterAll(() => rmSync(temp, { recursive: true, force: true }));
+const temp = tempDir("template-cli");
 
 function writeJson(name: string, value: unknown): string {
   const file = path.join(temp, name);

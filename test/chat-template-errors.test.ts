@@ -1,14 +1,14 @@
 /** A chat template that fails to render is bad input: a clear message naming the template file, exit code 2. */
 import { describe, expect, it } from "vitest";
-import { copyFileSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
-import os from "node:os";
+import { copyFileSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { runCli } from "./helpers/cli.js";
 import { QWEN3_DIR } from "./helpers/qwen3.js";
+import { tempDir } from "./helpers/tmp.js";
 
 describe("agentrl template with a broken chat template", () => {
   it("names the template file and exits 2", async () => {
-    const dir = mkdtempSync(path.join(os.tmpdir(), "agentrl-badtpl-"));
+    const dir = tempDir("badtpl");
     copyFileSync(path.join(QWEN3_DIR, "tokenizer.json"), path.join(dir, "tokenizer.json"));
     const config = JSON.parse(readFileSync(path.join(QWEN3_DIR, "tokenizer_config.json"), "utf8"));
     // Parses, but fails when rendered: the loop calls a method that strings do not have.

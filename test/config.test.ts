@@ -2,15 +2,14 @@
  * Configs as users write them: `--dry-run` shows the effective config and what it implies; a misspelled key is an
  * error that names the nearest valid key (never a silent no-op); wrong types name their path; --set overrides.
  */
-import { afterAll, describe, expect, it } from "vitest";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import os from "node:os";
+import { describe, expect, it } from "vitest";
+import { existsSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { REPO_ROOT, runCli } from "./helpers/cli.js";
 import { QWEN3_DIR } from "./helpers/qwen3.js";
+import { tempDir } from "./helpers/tmp.js";
 
-const dir = mkdtempSync(path.join(os.tmpdir(), "agentrl-config-"));
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const dir = tempDir("config");
 function config(name: string, text: string): string {
   const file = path.join(dir, name);
   writeFileSync(file, text);

@@ -6,15 +6,13 @@
  * stage is the committed config, unshortened; the GRPO stage is seeded but not bit-identical from run to run (the order
  * rollouts finish in), so the margins come from several runs and seeds (docs/cpu-demo.md).
  */
-import { mkdtempSync, rmSync } from "node:fs";
-import os from "node:os";
 import path from "node:path";
-import { afterAll, expect, it } from "vitest";
+import { expect, it } from "vitest";
 import { REPO_ROOT, runCli } from "./helpers/cli.js";
 import { readMetrics } from "./helpers/train.js";
+import { tempDir } from "./helpers/tmp.js";
 
-const scratch = mkdtempSync(path.join(os.tmpdir(), "agentrl-demo-learns-"));
-afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+const scratch = tempDir("demo-learns");
 
 const ACC = "val-core/agentrl/vault/acc/mean@1";
 const TRAIN_ACC = "acc/mean";

@@ -3,8 +3,7 @@
  * that is down, broken /generate answers, budgets and formats from a config) and, for real, the embedded engine.
  */
 import http from "node:http";
-import { mkdtempSync, writeFileSync } from "node:fs";
-import os from "node:os";
+import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runDoctor, type DoctorOptions, type DoctorReport } from "../src/doctor/index.js";
@@ -14,6 +13,7 @@ import { materializeFixtureModel } from "./fixtures/templates/materialize.js";
 import { runCli } from "./helpers/cli.js";
 import { QWEN3_DIR } from "./helpers/qwen3.js";
 import { tinyQwenModel } from "./helpers/tiny-model.js";
+import { tempDir } from "./helpers/tmp.js";
 
 const GSM8K_TOOLS = "tool-configs/gsm8k_tool_config.yaml";
 
@@ -93,7 +93,7 @@ describe("doctor against the fake SGLang server", () => {
 
   it("reads budgets, format and tools from a config; a context too small and a wrong format fail", async () => {
     const server = await fake({ modelPath: QWEN3_DIR, defaultLength: 5, contextLength: 8192 });
-    const dir = mkdtempSync(path.join(os.tmpdir(), "agentrl-doctor-"));
+    const dir = tempDir("doctor");
     const config = path.join(dir, "rollout.yaml");
     writeFileSync(
       config,

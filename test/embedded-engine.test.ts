@@ -6,8 +6,6 @@
  * - weights saved by the worker and loaded with /update_weights_from_disk change the outputs and the weight version.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { mkdtempSync } from "node:fs";
-import os from "node:os";
 import path from "node:path";
 import { request } from "undici";
 import { REPO_ROOT, SHARED, runCli } from "./helpers/cli.js";
@@ -17,9 +15,9 @@ import { startInferenceServer } from "../src/serve/index.js";
 import { WorkerClient, readSafetensors, writeBatch } from "../src/train/worker/index.js";
 import { readTrajectories } from "../src/data/trajectory-store.js";
 import type { Trajectory } from "../src/data/trajectory.js";
+import { tempDir as tmp } from "./helpers/tmp.js";
 
 const model = tinyQwenModel();
-const tmp = (p: string) => mkdtempSync(path.join(os.tmpdir(), `agentrl-${p}-`));
 
 describeSglangProtocol("embedded engine", async () => {
   const engine = await startInferenceServer({ engine: "embedded", model, port: 0 });

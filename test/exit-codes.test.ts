@@ -10,24 +10,23 @@
  * docs/fault-suite.md ("Bad input") lists the categories.
  */
 import { spawnSync } from "node:child_process";
-import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync, existsSync } from "node:fs";
-import os from "node:os";
+import { chmodSync, copyFileSync, mkdirSync, readdirSync, statSync, writeFileSync, existsSync } from "node:fs";
 import path from "node:path";
 import { Field, Schema, Utf8 } from "apache-arrow";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { REPO_ROOT, runCli } from "./helpers/cli.js";
 import { QWEN3_DIR } from "./helpers/qwen3.js";
 import { describeError } from "../src/errors.js";
 import { gsm8kArrowSchema, makeGsm8kRow } from "../src/data/gsm8k.js";
 import { writeParquetRows } from "../src/data/parquet.js";
+import { tempDir } from "./helpers/tmp.js";
 
-const scratch = mkdtempSync(path.join(os.tmpdir(), "agentrl-exit-codes-"));
+const scratch = tempDir("exit-codes");
 /** Inputs shared by the cases; never written by a command (checked at the end). */
 const fx = path.join(scratch, "fixtures");
 /** One empty working folder per case: the command's cwd, where its outputs go. */
 const cases = path.join(scratch, "cases");
 
-afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 const DEMO = path.join(REPO_ROOT, "examples", "cpu-demo");
 const DEMO_MODEL = path.join(DEMO, "model");

@@ -6,8 +6,7 @@
  *   panicked with "RuntimeError: unreachable" on a folder);
  * - an empty dataset is an error in `preprocess gsm8k` and `train`, found before any output or process exists.
  */
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
-import os from "node:os";
+import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { Field, Schema, Utf8 } from "apache-arrow";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -20,9 +19,9 @@ import { InputError } from "../src/errors.js";
 import { gsm8kArrowSchema } from "../src/data/gsm8k.js";
 import { readJsonLines } from "../src/data/jsonl.js";
 import { readParquetInfo, readParquetTable, streamParquetRows, writeParquetRows } from "../src/data/parquet.js";
+import { tempDir } from "./helpers/tmp.js";
 
-const scratch = mkdtempSync(path.join(os.tmpdir(), "agentrl-inputs-first-"));
-afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+const scratch = tempDir("inputs-first");
 
 /** A stack trace line, as Node prints them: a CLI error must never show one. */
 const STACK_LINE = /^\s+at .+[(:]\d+/m;

@@ -5,9 +5,8 @@
  * readTrajectories, so a summary that miscounts, a --where field that reads the wrong column or a token view whose
  * shading disagrees with the stored mask fails here.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { copyFileSync, mkdtempSync, rmSync, writeFileSync, mkdirSync } from "node:fs";
-import os from "node:os";
+import { beforeAll, describe, expect, it } from "vitest";
+import { copyFileSync, writeFileSync, mkdirSync } from "node:fs";
 import path from "node:path";
 import { spawnSync } from "node:child_process";
 import { CLI, runCli, SHARED } from "./helpers/cli.js";
@@ -21,8 +20,8 @@ import { parseWhere } from "../src/inspect/where.js";
 import { streamTrajectoryColumns } from "../src/inspect/columnar.js";
 import { writeParquetRows } from "../src/data/parquet.js";
 import { Field, Int32, Schema } from "apache-arrow";
+import { tempDir as tmp } from "./helpers/tmp.js";
 
-const tmp = (p: string) => mkdtempSync(path.join(os.tmpdir(), `agentrl-${p}-`));
 const ESC = "\u001b[";
 const strip = (s: string) => s.replace(/\u001b\[[0-9;]*m/g, "");
 
@@ -46,16 +45,11 @@ const nearestRank = (values: number[], p: number) => {
 
 let fixture: RolloutFixture;
 let all: Trajectory[];
-const cleanup: string[] = [];
 
 beforeAll(async () => {
   fixture = await makeRolloutFixture();
   all = await readAll(fixture.parquet);
-  cleanup.push(path.dirname(fixture.parquet));
 }, 120_000);
-afterAll(() => {
-  for (const dir of cleanup) rmSync(dir, { recursive: true, force: true });
-});
 
 describe("summary of a rollout file", () => {
   it("counts what the file holds, for parquet and JSONL alike", async () => {
@@ -247,7 +241,6 @@ describe("show", () => {
 
   it("--tokens shows the trainer log-prob gap and flags the largest", async () => {
     const dir = tmp("inspect-gap");
-    cleanup.push(dir);
     const file = path.join(dir, "gap.jsonl");
     const writer = await openTrajectoryWriter(file);
     // mask [1,1,0,0,1]; gaps on sampled tokens: +0.1, -0.75, +0.02
@@ -390,7 +383,6 @@ describe("bad input is exit 2 with the place named", () => {
 
   it("a file that is not a trajectory file", async () => {
     const dir = tmp("inspect-bad");
-    cleanup.push(dir);
     const jsonl = path.join(dir, "other.jsonl");
     writeFileSync(jsonl, '{"question": "what?"}\n');
     const notJsonl = await runCli(["inspect", jsonl]);
@@ -420,7 +412,6 @@ describe("a run folder", () => {
   let run: string;
   beforeAll(async () => {
     run = tmp("inspect-run");
-    cleanup.push(run);
     mkdirSync(path.join(run, "rollouts"));
     const lines: string[] = [];
     for (let step = 1; step <= 10; step++) {

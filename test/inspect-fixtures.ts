@@ -9,13 +9,13 @@
  *
  * Prompt 0's answer is 18 (reward 1); prompts 1 and 2 get reward 0. Two samples per prompt: 6 trajectories.
  */
-import { mkdtempSync, rmSync } from "node:fs";
-import os from "node:os";
+import { rmSync } from "node:fs";
 import path from "node:path";
 import { REPO_ROOT, SHARED, runCli } from "./helpers/cli.js";
 import { IM_END, QWEN3_DIR } from "./helpers/qwen3.js";
 import { startFakeSglang } from "./fake-sglang/index.js";
 import { loadChatModel } from "../src/chat/index.js";
+import { tempDir as tmp } from "./helpers/tmp.js";
 
 export interface RolloutFixture {
   /** The trajectories as JSONL and as parquet (the same run written twice). */
@@ -24,7 +24,6 @@ export interface RolloutFixture {
 }
 
 const GSM8K = path.join(SHARED, "datasets", "gsm8k");
-const tmp = (p: string) => mkdtempSync(path.join(os.tmpdir(), `agentrl-${p}-`));
 
 export const TURN0_TEXT =
   'Let me check 17.\n<tool_call>\n{"name": "calc_gsm8k_reward", "arguments": {"answer": "17"}}\n</tool_call>\n' +

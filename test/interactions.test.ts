@@ -1,8 +1,7 @@
 // Interactions: verl's BaseInteraction and Gsm8kInteraction texts and scores, YAML loading and per-sample selection.
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import os from "node:os";
+import { writeFileSync } from "node:fs";
 import path from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { InputError } from "../src/errors.js";
 import {
   BaseInteraction,
@@ -13,10 +12,11 @@ import {
   loadInteractionRegistry,
 } from "../src/interactions/index.js";
 import { REPO_ROOT } from "./helpers/cli.js";
+import { tempDir } from "./helpers/tmp.js";
 
 const GSM8K_YAML = path.join(REPO_ROOT, "interaction-configs", "gsm8k_interaction_config.yaml");
 const MODULES = path.join(REPO_ROOT, "test", "fixtures", "tool-modules");
-const dir = mkdtempSync(path.join(os.tmpdir(), "agentrl-interactions-test-"));
+const dir = tempDir("interactions-test");
 let n = 0;
 function yamlFile(text: string): string {
   const file = path.join(dir, `interaction-${n++}.yaml`);
@@ -165,4 +165,3 @@ describe("interaction YAML", () => {
   });
 });
 
-afterAll(() => rmSync(dir, { recursive: true, force: true }));

@@ -3,18 +3,17 @@
  * read back exactly, with every element type the trajectory schema uses, with empty lists, and with a null row
  * (which takes the generic builder).
  */
-import { mkdtempSync } from "node:fs";
-import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { Field, Float32, Float64, Int8, Int32, Int64, List, Schema } from "apache-arrow";
 import { streamParquetRows, writeParquetRows } from "../src/data/parquet.js";
+import { tempDir } from "./helpers/tmp.js";
 
 const list = (name: string, type: Int8 | Int32 | Int64 | Float32 | Float64, nullable = false) =>
   new Field(name, new List(new Field("item", type, true)), nullable);
 
 async function roundTrip(rows: Record<string, unknown>[], schema: Schema): Promise<Record<string, unknown>[]> {
-  const file = path.join(mkdtempSync(path.join(os.tmpdir(), "agentrl-lists-")), "t.parquet");
+  const file = path.join(tempDir("lists"), "t.parquet");
   await writeParquetRows(file, rows, schema);
   const out: Record<string, unknown>[] = [];
   for await (const { row } of streamParquetRows(file)) out.push(row);

@@ -4,7 +4,7 @@
  * existing output is never overwritten silently or left half-written.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { mkdtempSync, writeFileSync, readFileSync, mkdirSync, existsSync, statSync, rmSync } from "node:fs";
+import { writeFileSync, readFileSync, mkdirSync, existsSync, statSync, rmSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import os from "node:os";
 import path from "node:path";
@@ -12,9 +12,9 @@ import { spawn } from "node:child_process";
 import { CLI, REPO_ROOT, SHARED, runCli } from "./helpers/cli.js";
 import { pythonJson, runPython } from "./helpers/python.js";
 import { readParquetInfo, streamParquetRows } from "../src/data/parquet.js";
+import { tempDir as tmp } from "./helpers/tmp.js";
 
 const GSM8K = path.join(SHARED, "datasets", "gsm8k");
-const tmp = (prefix: string) => mkdtempSync(path.join(os.tmpdir(), `agentrl-${prefix}-`));
 
 async function readRows(file: string, limit = Infinity): Promise<Record<string, any>[]> {
   const rows: Record<string, any>[] = [];

@@ -8,6 +8,7 @@ import { buildBwrapArgv, loadToolRegistry, pythonToolConfigSchema, PythonCodeToo
 import { spawn } from "node:child_process";
 import { REPO_ROOT, VENV_PYTHON } from "./helpers/cli.js";
 import { countingServer } from "./helpers/net.js";
+import { tempDir } from "./helpers/tmp.js";
 
 const schema = { type: "function", function: { name: "code_interpreter", description: "run python" } };
 
@@ -36,7 +37,7 @@ function hostPidsWith(needle: string): number[] {
 }
 
 describe("python sandbox (bwrap)", () => {
-  const outside = mkdtempSync(path.join(os.tmpdir(), "agentrl-sandbox-outside-"));
+  const outside = tempDir("sandbox-outside");
   const homeDir = mkdtempSync(path.join(os.homedir(), ".agentrl-sandbox-test-"));
   const secretFile = path.join(outside, "secret.txt");
   const homeSecret = path.join(homeDir, "secret.txt");
@@ -44,10 +45,7 @@ describe("python sandbox (bwrap)", () => {
     writeFileSync(secretFile, "TOP-SECRET-OUTSIDE");
     writeFileSync(homeSecret, "TOP-SECRET-HOME");
   });
-  afterAll(() => {
-    rmSync(outside, { recursive: true, force: true });
-    rmSync(homeDir, { recursive: true, force: true });
-  });
+  afterAll(() => rmSync(homeDir, { recursive: true, force: true }));
 
   it("environ: code cannot read the parent's /proc/<ppid>/environ or any variable of agentrl", async () => {
     process.env["AGENTRL_SANDBOX_SECRET"] = "s3cr3t-value";
@@ -158,7 +156,7 @@ describe("python sandbox (bwrap)", () => {
 
   it("killed host: SIGKILL of the process running a call ends every sandboxed process", async () => {
     // A private TMPDIR names the call's scratch folder, and with it the sandboxed processes' command lines.
-    const hostTmp = mkdtempSync(path.join(os.tmpdir(), "agentrl-sandbox-host-"));
+    const hostTmp = tempDir("sandbox-host");
     const script = [
       `import { pythonToolConfigSchema, runPythonCode } from ${JSON.stringify(path.join(REPO_ROOT, "dist/tools/index.js"))};`,
       `const config = pythonToolConfigSchema.parse({ python: ${JSON.stringify(VENV_PYTHON)}, timeout_s: 60 });`,

@@ -10,19 +10,18 @@
  * - --resume where no run ever started is refused without leaving an empty run folder (a wrong hint used to).
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import os from "node:os";
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { dump as dumpYaml, load as loadYaml } from "js-yaml";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { CLI, REPO_ROOT, runCli } from "./helpers/cli.js";
 import { DEMO_CONFIG, pollUntil } from "./helpers/train.js";
 import { repeatCommand, resumeCommand, shellQuote } from "../src/train/resume-hint.js";
 import { resolveTrainConfig, trainResumeHint } from "../src/train/command.js";
 import { RunDir, runDirOf } from "../src/train/run-dir.js";
+import { tempDir } from "./helpers/tmp.js";
 
-const scratch = mkdtempSync(path.join(os.tmpdir(), "agentrl-resume-hint-"));
-afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+const scratch = tempDir("resume-hint");
 
 describe("the resume hint", () => {
   it("quotes a word for the shell only when it needs it", () => {

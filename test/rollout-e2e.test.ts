@@ -5,8 +5,6 @@
  * the tokens the engine saw and sampled, mask 1 on exactly the sampled tokens, the tool text and the rewards.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { mkdtempSync } from "node:fs";
-import os from "node:os";
 import path from "node:path";
 import { REPO_ROOT, SHARED, runCli } from "./helpers/cli.js";
 import { IM_END, QWEN3_DIR } from "./helpers/qwen3.js";
@@ -14,9 +12,9 @@ import { startFakeSglang, type FakeSglang } from "./fake-sglang/index.js";
 import { loadChatModel, type ChatModel } from "../src/chat/index.js";
 import { readTrajectories } from "../src/data/trajectory-store.js";
 import type { Trajectory } from "../src/data/trajectory.js";
+import { tempDir as tmp } from "./helpers/tmp.js";
 
 const GSM8K = path.join(SHARED, "datasets", "gsm8k");
-const tmp = (p: string) => mkdtempSync(path.join(os.tmpdir(), `agentrl-${p}-`));
 
 async function readAll(file: string): Promise<Trajectory[]> {
   const out: Trajectory[] = [];

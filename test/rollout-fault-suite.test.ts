@@ -8,7 +8,6 @@
  *   them snowball.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { rmSync } from "node:fs";
 import path from "node:path";
 import { runCli } from "./helpers/cli.js";
 import { QWEN3_DIR } from "./helpers/qwen3.js";
@@ -31,7 +30,6 @@ beforeAll(async () => {
   respond = toolThenAnswer(await loadChatModel(QWEN3_DIR));
   expect((await preprocessGsm8kTrain(dir, 64)).code).toBe(0);
 });
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 const TRANSIENT: Fault[] = [
   { type: "status", status: 500 },

@@ -4,8 +4,6 @@
  * for them; with the rate at 0 the same stragglers hold the run until their deadline.
  */
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
-import { mkdtempSync } from "node:fs";
-import os from "node:os";
 import path from "node:path";
 import { SHARED, runCli } from "./helpers/cli.js";
 import { IM_END, QWEN3_DIR } from "./helpers/qwen3.js";
@@ -14,9 +12,9 @@ import { loadChatModel } from "../src/chat/index.js";
 import { readTrajectories } from "../src/data/trajectory-store.js";
 import type { Trajectory } from "../src/data/trajectory.js";
 import { overSampleTarget } from "../src/rollout/over-sample.js";
+import { tempDir as tmp } from "./helpers/tmp.js";
 
 const GSM8K = path.join(SHARED, "datasets", "gsm8k");
-const tmp = (p: string) => mkdtempSync(path.join(os.tmpdir(), `agentrl-${p}-`));
 const data = tmp("oversample-data");
 let answer: number[];
 let fake: FakeSglang | undefined;

@@ -5,7 +5,7 @@
  * as they were and nothing reaches the server. Both output formats.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { cpSync, readdirSync, rmSync } from "node:fs";
+import { cpSync, readdirSync } from "node:fs";
 import path from "node:path";
 import { runCli } from "./helpers/cli.js";
 import { QWEN3_DIR } from "./helpers/qwen3.js";
@@ -22,13 +22,7 @@ const TOTAL = PROMPTS * N;
 const FAILING_ROWS = [1, 4];
 const FAILED_IDS = FAILING_ROWS.flatMap((row) => Array.from({ length: N }, (_, sample) => `${row}:${sample}`)).sort();
 
-const dirs: string[] = [];
-const ownDir = (prefix: string): string => {
-  const dir = tempDir(prefix);
-  dirs.push(dir);
-  return dir;
-};
-const data = ownDir("resume-failed-data");
+const data = tempDir("resume-failed-data");
 let model: ChatModel;
 let fake: FakeSglang;
 /** Fails every request whose prompt holds one of FAILING_ROWS' questions (each turn repeats the prompt). */
@@ -54,7 +48,6 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await fake?.close();
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
 
 const rollout = (out: string, extra: string[] = []) =>
@@ -78,7 +71,7 @@ describe.each(["jsonl", "parquet"])("rollout --resume after failed trajectories 
   let firstRecords: Trajectory[];
 
   beforeAll(async () => {
-    firstOut = path.join(ownDir(`resume-failed-first-${ext}`), `t.${ext}`);
+    firstOut = path.join(tempDir(`resume-failed-first-${ext}`), `t.${ext}`);
     fake.setFaults(failingPlan);
     const first = await rollout(firstOut);
     fake.setFaults({});
@@ -88,7 +81,7 @@ describe.each(["jsonl", "parquet"])("rollout --resume after failed trajectories 
   }, 120_000);
 
   const copyOfFirst = (name: string): string => {
-    const out = path.join(ownDir(`resume-failed-${name}-${ext}`), `t.${ext}`);
+    const out = path.join(tempDir(`resume-failed-${name}-${ext}`), `t.${ext}`);
     cpSync(firstOut, out);
     return out;
   };
@@ -137,7 +130,7 @@ describe.each(["jsonl", "parquet"])("rollout --resume after failed trajectories 
 
 describe("rollout --resume's closing summary, and --keep-failed's flag check", () => {
   it("the summary says how many failed trajectories were redone", async () => {
-    const out = path.join(ownDir("resume-failed-summary"), "t.jsonl");
+    const out = path.join(tempDir("resume-failed-summary"), "t.jsonl");
     fake.setFaults(failingPlan);
     expect((await rollout(out)).code).toBe(1);
     fake.setFaults({});
@@ -149,7 +142,7 @@ describe("rollout --resume's closing summary, and --keep-failed's flag check", (
   }, 120_000);
 
   it("--keep-failed without --resume is refused before anything runs (exit 2)", async () => {
-    const out = path.join(ownDir("resume-failed-flag"), "t.jsonl");
+    const out = path.join(tempDir("resume-failed-flag"), "t.jsonl");
     const result = await rollout(out, ["--keep-failed"]);
     expect(result.code).toBe(2);
     expect(result.stderr).toContain("--keep-failed needs --resume");

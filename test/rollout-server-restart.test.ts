@@ -5,8 +5,7 @@
  */
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync } from "node:fs";
-import os from "node:os";
+import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { CLI, REPO_ROOT, SHARED, runCli } from "./helpers/cli.js";
 import { IM_END, QWEN3_DIR } from "./helpers/qwen3.js";
@@ -14,10 +13,10 @@ import { startFakeSglang, type FakeSglang } from "./fake-sglang/index.js";
 import { loadChatModel } from "../src/chat/index.js";
 import { readTrajectories } from "../src/data/trajectory-store.js";
 import type { Trajectory } from "../src/data/trajectory.js";
+import { tempDir as tmp } from "./helpers/tmp.js";
 
 const GSM8K = path.join(SHARED, "datasets", "gsm8k");
 const TOOLS = path.join(REPO_ROOT, "tool-configs/gsm8k_tool_config.yaml");
-const tmp = (p: string) => mkdtempSync(path.join(os.tmpdir(), `agentrl-${p}-`));
 const data = tmp("restart-data");
 let respond: (ids: number[]) => number[];
 let fake: FakeSglang | undefined;

@@ -4,9 +4,8 @@
  * the embedded engine echoes its launch id). Each test occupies a port with a plain node http server.
  */
 import http from "node:http";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
-import os from "node:os";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, describe, expect, it } from "vitest";
@@ -15,12 +14,12 @@ import { ServerStartError, startInferenceServer, startServerProcess, type Server
 import { runCli } from "./helpers/cli.js";
 import { tinyQwenModel } from "./helpers/tiny-model.js";
 import { alive } from "./helpers/process.js";
+import { tempDir } from "./helpers/tmp.js";
 
-const work = mkdtempSync(path.join(os.tmpdir(), "agentrl-serve-readiness-"));
+const work = tempDir("serve-readiness");
 const servers: http.Server[] = [];
 afterAll(async () => {
   await Promise.all(servers.map((server) => new Promise((resolve) => server.close(resolve))));
-  rmSync(work, { recursive: true, force: true });
 });
 
 /** Someone else's server: answers 200 on every path (after `delayMs`), like a stray engine on the port. */

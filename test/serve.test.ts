@@ -4,8 +4,7 @@
  * SIGKILLed), `agentrl serve` end to end, and one real start of the embedded engine with a tiny model.
  */
 import { spawn } from "node:child_process";
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
-import os from "node:os";
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, describe, expect, it } from "vitest";
@@ -23,6 +22,7 @@ import {
 import { CLI, REPO_ROOT } from "./helpers/cli.js";
 import { tinyQwenModel } from "./helpers/tiny-model.js";
 import { alive } from "./helpers/process.js";
+import { tempDir } from "./helpers/tmp.js";
 
 const base = { engine: "sglang" as const, model: "/models/Qwen3 8B", host: "127.0.0.1", port: 30001 };
 
@@ -90,7 +90,7 @@ if (mode !== "never-ready") {
 } else setInterval(() => {}, 1000);
 `;
 
-const work = mkdtempSync(path.join(os.tmpdir(), "agentrl-serve-test-"));
+const work = tempDir("serve-test");
 const fakePython = path.join(work, "python");
 writeFileSync(fakePython, FAKE_PYTHON);
 chmodSync(fakePython, 0o755);

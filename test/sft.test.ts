@@ -8,10 +8,9 @@
  * - a short run on the CPU demo's model lowers the loss, reports the validation loss, writes a Hugging Face folder,
  *   and --resume after it continues from the checkpoint with every step logged once.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from "node:fs";
-import os from "node:os";
+import { readFileSync, writeFileSync, existsSync } from "node:fs";
 import path from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { REPO_ROOT, runCli } from "./helpers/cli.js";
 import { QWEN3_DIR } from "./helpers/qwen3.js";
 import { loadChatModel } from "../src/chat/index.js";
@@ -21,9 +20,9 @@ import { openTrajectoryWriter } from "../src/data/trajectory-store.js";
 import { makeTrajectory } from "./helpers/trajectories.js";
 import { load as loadYaml } from "js-yaml";
 import { VAULT_TOOL_SCHEMA, vaultDemonstration } from "../src/data/vault.js";
+import { tempDir } from "./helpers/tmp.js";
 
-const scratch = mkdtempSync(path.join(os.tmpdir(), "agentrl-sft-"));
-afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+const scratch = tempDir("sft");
 
 const TOOLS = [
   {

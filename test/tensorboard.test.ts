@@ -1,10 +1,8 @@
 /** trainer.logger: tensorboard: the event files hold the metrics and name the run `<project_name>/<experiment_name>`. */
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import os from "node:os";
-import path from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { startTensorboard } from "../src/train/tensorboard.js";
+import { tempDir } from "./helpers/tmp.js";
 import { VENV_PYTHON } from "./helpers/cli.js";
 
 const READ_EVENTS = `
@@ -18,8 +16,7 @@ print(json.dumps({
 `;
 
 describe("startTensorboard", () => {
-  const dir = mkdtempSync(path.join(os.tmpdir(), "agentrl-tb-"));
-  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDir("tb");
 
   it("names the run after trainer.project_name and experiment_name, and logs each record at its step", async () => {
     const problems: string[] = [];

@@ -3,16 +3,15 @@
  * that names the module, and no flag adds others. doctor follows the same rule, and a refusal's hint says where to
  * put the module instead of suggesting a --tool-module-dir flag no command has.
  */
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import os from "node:os";
+import { copyFileSync, mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { loadToolSchemas } from "../src/doctor/run-doctor.js";
 import { InputError } from "../src/errors.js";
 import { REPO_ROOT } from "./helpers/cli.js";
+import { tempDir } from "./helpers/tmp.js";
 
-const work = mkdtempSync(path.join(os.tmpdir(), "agentrl-tool-module-folder-"));
-afterAll(() => rmSync(work, { recursive: true, force: true }));
+const work = tempDir("tool-module-folder");
 
 const WORD_COUNT = path.join(REPO_ROOT, "test", "fixtures", "tool-modules", "word-count-tool.mjs");
 

@@ -1,7 +1,6 @@
 // MCP tools in verl's config shape, over stdio (a fixture server process) and streamable HTTP (in-process server).
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import http from "node:http";
-import os from "node:os";
 import path from "node:path";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -10,9 +9,10 @@ import { loadToolRegistry, runToolCall, type ToolRegistry } from "../src/tools/i
 import { REPO_ROOT } from "./helpers/cli.js";
 // @ts-expect-error: a plain .mjs fixture without types
 import { createEchoServer } from "./fixtures/mcp/echo-server.mjs";
+import { tempDir } from "./helpers/tmp.js";
 
 const ECHO_SERVER = path.join(REPO_ROOT, "test", "fixtures", "mcp", "echo-server.mjs");
-const dir = mkdtempSync(path.join(os.tmpdir(), "agentrl-mcp-test-"));
+const dir = tempDir("mcp-test");
 
 function writeConfig(name: string, servers: unknown, extra = "", config = "type: mcp, timeout: 2, connect_attempts: 1"): string {
   writeFileSync(path.join(dir, `${name}.json`), JSON.stringify({ mcpServers: servers }));
@@ -130,4 +130,3 @@ describe("MCP config errors", () => {
   });
 });
 
-afterAll(() => rmSync(dir, { recursive: true, force: true }));

@@ -1,10 +1,9 @@
 // The local Python code tool: it runs code in a separate, limited process and survives every fault the
 // model's code can produce (exceptions, endless loops, forks, memory hogs, floods of output, bad bytes, network).
-import { existsSync, readFileSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { spawn } from "node:child_process";
-import os from "node:os";
 import path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import {
   loadToolRegistry,
   pythonToolConfigSchema,
@@ -15,6 +14,7 @@ import {
 } from "../src/tools/index.js";
 import { REPO_ROOT, VENV_PYTHON } from "./helpers/cli.js";
 import { countingServer } from "./helpers/net.js";
+import { tempDir } from "./helpers/tmp.js";
 
 const schema = { type: "function", function: { name: "code_interpreter", description: "run python" } };
 const ctx = () => ({ signal: new AbortController().signal });
@@ -81,7 +81,7 @@ describe("python code tool", () => {
   it("dies with agentrl when agentrl is killed (sandbox: none)", async () => {
     // Uses the built tool in a separate Node process (npm test builds first). The weaker mode: the code writes its pid
     // to a host file, which the bwrap sandbox would not let it do (test/python-sandbox.test.ts covers bwrap).
-    const pidFile = path.join(mkdtempSync(path.join(os.tmpdir(), "agentrl-pdeath-")), "pid");
+    const pidFile = path.join(tempDir("pdeath"), "pid");
     const script = [
       `import { runPythonCode, pythonToolConfigSchema } from ${JSON.stringify(path.join(REPO_ROOT, "dist", "tools", "index.js"))};`,
       `const config = pythonToolConfigSchema.parse({ python: process.argv[1], timeout_s: 120, sandbox: "none" });`,
@@ -176,8 +176,7 @@ describe("resolveInterpreter", () => {
 
 describe("python code tool through the runner", () => {
   let registry: ToolRegistry;
-  const dir = mkdtempSync(path.join(os.tmpdir(), "agentrl-py-yaml-"));
-  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDir("py-yaml");
   beforeAll(async () => {
     const file = path.join(dir, "py.yaml");
     writeFileSync(

@@ -1,7 +1,6 @@
 // Tools: verl's Gsm8kTool texts and rewards, the calculator, Python repr, truncation, YAML loading and the
 // runner's fault handling (throw, hang, huge or non-UTF-8 output, concurrency).
-import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
-import os from "node:os";
+import { rmSync, symlinkSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { InputError } from "../src/errors.js";
@@ -18,11 +17,12 @@ import {
   type ToolRegistry,
 } from "../src/tools/index.js";
 import { REPO_ROOT } from "./helpers/cli.js";
+import { tempDir } from "./helpers/tmp.js";
 
 const GSM8K_YAML = path.join(REPO_ROOT, "tool-configs", "gsm8k_tool_config.yaml");
 const MODULES = path.join(REPO_ROOT, "test", "fixtures", "tool-modules");
 const OUTSIDE = path.join(REPO_ROOT, "test", "fixtures", "outside-modules");
-const tmp = mkdtempSync(path.join(os.tmpdir(), "agentrl-tools-test-"));
+const tmp = tempDir("tools-test");
 let counter = 0;
 
 function yamlFile(text: string): string {
@@ -270,7 +270,7 @@ describe("tool modules (security)", () => {
   });
 
   it("refuses a symlink inside an allowed directory that points outside it", async () => {
-    const allowed = mkdtempSync(path.join(os.tmpdir(), "agentrl-allowed-"));
+    const allowed = tempDir("allowed");
     symlinkSync(path.join(OUTSIDE, "escape-tool.mjs"), path.join(allowed, "innocent.mjs"));
     const file = yamlFile(nativeEntry(path.join(allowed, "innocent.mjs"), "inn"));
     await expect(loadToolRegistry(file, { moduleDirs: [allowed] })).rejects.toThrow(/outside the allowed module directories/);
@@ -402,4 +402,3 @@ describe("runToolCall", () => {
   });
 });
 
-afterAll(() => rmSync(tmp, { recursive: true, force: true }));

@@ -14,10 +14,9 @@
  * its task is test/demo-learns.test.ts.
  */
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import os from "node:os";
+import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { CLI, REPO_ROOT, runCli } from "./helpers/cli.js";
 import { runPython } from "./helpers/python.js";
 import { Conversation, loadChatModel } from "../src/chat/index.js";
@@ -27,6 +26,7 @@ import { scoreVault } from "../src/rewards/index.js";
 import { loadToolRegistry, runToolCall } from "../src/tools/index.js";
 import type { Trajectory } from "../src/data/trajectory.js";
 import { DEMO_CONFIG, dataOrder, readMetrics, readStep, stateStep, type Metrics } from "./helpers/train.js";
+import { tempDir } from "./helpers/tmp.js";
 
 const CONFIG = DEMO_CONFIG;
 const MODEL = path.join(REPO_ROOT, "examples", "cpu-demo", "model");
@@ -37,7 +37,7 @@ const KILL_AFTER_STEP = 3;
 /** SFT steps of the warm start: enough for a clean call on every prompt, far short of the task. */
 const SFT_STEPS = 60;
 const RUN_TIMEOUT_MS = 420_000;
-const scratch = mkdtempSync(path.join(os.tmpdir(), "agentrl-train-demo-"));
+const scratch = tempDir("train-demo");
 
 const warmStart = path.join(scratch, "sft");
 
@@ -205,7 +205,6 @@ describe("agentrl train on the CPU demo", () => {
       for (let step = 1; step <= STEPS; step++) trajectories.push(...(await readStep(straight, step)));
     }
   }, 2 * RUN_TIMEOUT_MS);
-  afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
   it("finishes every step", () => {
     expect(straightRun.code, straightRun.stderr).toBe(0);

@@ -11,8 +11,7 @@
  * every step used the prompts that the seeded data order gives an uninterrupted run.
  * train-demo.test.ts covers SIGKILL between steps and SIGINT after a given step, against an uninterrupted run.
  */
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
-import os from "node:os";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync } from "node:fs";
 import path from "node:path";
 import { load as loadYaml } from "js-yaml";
 import { afterAll, describe, expect, it } from "vitest";
@@ -36,6 +35,7 @@ import {
 import { readParquetInfo } from "../src/data/parquet.js";
 import { seededRandom } from "../src/data/random.js";
 import { DataCursor } from "../src/train/data-cursor.js";
+import { tempDir } from "./helpers/tmp.js";
 
 /** Generous limits: a run that hangs fails the test instead of blocking it. No assertion is about time. */
 const RUN_TIMEOUT_MS = 300_000;
@@ -46,7 +46,7 @@ const EXIT_TIMEOUT_MS = 120_000;
  */
 const ORPHAN_GRACE_MS = 30_000;
 
-const scratch = mkdtempSync(path.join(os.tmpdir(), "agentrl-train-faults-"));
+const scratch = tempDir("train-faults");
 /**
  * Each run gets its own TMPDIR, so what a killed run leaves there (the worker's socket folder) stays apart. The loop's
  * step files, which tell the phase it is in, are in the run folder's .scratch (loopFiles below).
@@ -60,7 +60,6 @@ const started: TrainChild[] = [];
 afterAll(async () => {
   for (const run of started.filter((r) => r.running())) run.child.kill("SIGKILL");
   await Promise.all(started.map((r) => r.exited));
-  rmSync(scratch, { recursive: true, force: true });
 });
 
 /** The demo, shortened: `steps` steps, a checkpoint every `saveFreq`, no validation. */

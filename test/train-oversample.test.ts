@@ -3,15 +3,15 @@
  * trajectories have finished; the aborted ones are written to the step's rollouts with finish_reason over_sample,
  * get no advantage (never trained on), and are counted in the step's metrics.
  */
-import { existsSync, mkdtempSync } from "node:fs";
-import os from "node:os";
+import { existsSync } from "node:fs";
 import path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { runCli } from "./helpers/cli.js";
 import { DEMO_CONFIG, readMetrics, readStep, type Metrics } from "./helpers/train.js";
 import type { Trajectory } from "../src/data/trajectory.js";
+import { tempDir } from "./helpers/tmp.js";
 
-const runDir = path.join(mkdtempSync(path.join(os.tmpdir(), "agentrl-train-oversample-")), "run");
+const runDir = path.join(tempDir("train-oversample"), "run");
 let metrics: Metrics[];
 const steps: Trajectory[][] = [];
 

@@ -6,16 +6,15 @@
  * optimizer steps, warm-up ratio 0.5 of them: the first runs at lr 0, the second at the full lr, after which the cosine
  * would start; actor/lr is their mean).
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import os from "node:os";
+import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { runCli } from "./helpers/cli.js";
 import { DEMO_CONFIG, pad6, readMetrics } from "./helpers/train.js";
 import { readTrajectories } from "../src/data/trajectory-store.js";
+import { tempDir } from "./helpers/tmp.js";
 
-const scratch = mkdtempSync(path.join(os.tmpdir(), "agentrl-train-val-only-"));
-afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+const scratch = tempDir("train-val-only");
 const RUN_TIMEOUT_MS = 240_000;
 
 /** The demo, small: 4 validation prompts, 2 prompts × n=2 per training step. */

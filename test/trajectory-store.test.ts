@@ -2,17 +2,17 @@
  * Trajectory files: what is written is read back exactly, in parquet and JSONL; an unfinished output (a killed run)
  * is readable and resumable without losing or duplicating a record.
  */
-import { afterAll, describe, expect, it } from "vitest";
-import { appendFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import os from "node:os";
+import { describe, expect, it } from "vitest";
+import { appendFileSync, existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { openTrajectoryWriter, readTrajectories } from "../src/data/trajectory-store.js";
 import { rewritePartWithout } from "../src/data/trajectory-compaction.js";
 import { makeTrajectory } from "./helpers/trajectories.js";
 import { pythonJson } from "./helpers/python.js";
 import type { Trajectory } from "../src/data/trajectory.js";
+import { tempDir } from "./helpers/tmp.js";
 
-const tmp = () => mkdtempSync(path.join(os.tmpdir(), "agentrl-traj-"));
+const tmp = () => tempDir("traj");
 async function readAll(file: string): Promise<Trajectory[]> {
   const out: Trajectory[] = [];
   for await (const t of readTrajectories(file)) out.push(t);
@@ -112,17 +112,6 @@ print(json.dumps({"rows": f.metadata.num_rows, "groups": f.metadata.num_row_grou
   });
 });
 
-/** Folders the resume-failed tests create, removed when they are done. */
-const created: string[] = [];
-const ownTmp = (): string => {
-  const dir = tmp();
-  created.push(dir);
-  return dir;
-};
-afterAll(() => {
-  for (const dir of created) rmSync(dir, { recursive: true, force: true });
-});
-
 /** Record i, failed the way a server error after every retry ends it. */
 const failed = (i: number) => makeTrajectory(i, { status: "failed", finish_reason: "error", error: "HTTP 503" });
 const idOf = (i: number) => makeTrajectory(i).id;
@@ -140,7 +129,7 @@ describe.each(["parquet", "jsonl"])("resume and failed trajectories (%s)", (ext)
   }
 
   it.each([["killed"], ["closed"]])("resume (%s run) removes failed ones so they are redone, one record per id", async (state) => {
-    const file = path.join(ownTmp(), `t.${ext}`);
+    const file = path.join(tmp(), `t.${ext}`);
     await firstRun(file, state === "closed");
     const resumed = await openTrajectoryWriter(file, { resume: true, rowGroupSize: 4 });
     expect(resumed.removedFailed).toBe(2);
@@ -157,7 +146,7 @@ describe.each(["parquet", "jsonl"])("resume and failed trajectories (%s)", (ext)
   });
 
   it("keepFailed keeps failed ones on disk and among the ids to skip", async () => {
-    const file = path.join(ownTmp(), `t.${ext}`);
+    const file = path.join(tmp(), `t.${ext}`);
     await firstRun(file, false);
     const resumed = await openTrajectoryWriter(file, { resume: true, keepFailed: true, rowGroupSize: 4 });
     expect(resumed.keptFailed).toBe(2);
@@ -171,7 +160,7 @@ describe.each(["parquet", "jsonl"])("resume and failed trajectories (%s)", (ext)
   });
 
   it("a resume without failed records keeps every record as it was", async () => {
-    const file = path.join(ownTmp(), `t.${ext}`);
+    const file = path.join(tmp(), `t.${ext}`);
     const records = range(3).map((i) => makeTrajectory(i));
     const writer = await openTrajectoryWriter(file, { rowGroupSize: 4 });
     for (const t of records) await writer.write(t);
@@ -186,7 +175,7 @@ describe.each(["parquet", "jsonl"])("resume and failed trajectories (%s)", (ext)
 
 describe("resume killed while it removes failed trajectories", () => {
   it("parquet: some parts rewritten, others and the journal not: readers see each kept record once, the next resume ends right", async () => {
-    const file = path.join(ownTmp(), "t.parquet");
+    const file = path.join(tmp(), "t.parquet");
     const partsDir = `${file}.parts`;
     // rowGroupSize 2: parts 1-3 hold records 0-5, the journal 6. Failed: 1 (part 1), 3 (part 2), 6 (journal).
     const writer = await openTrajectoryWriter(file, { rowGroupSize: 2 });
@@ -217,7 +206,7 @@ describe("resume killed while it removes failed trajectories", () => {
   });
 
   it("jsonl: killed before the rename, the old file is read whole and the next resume ends right", async () => {
-    const dir = ownTmp();
+    const dir = tmp();
     const file = path.join(dir, "t.jsonl");
     const writer = await openTrajectoryWriter(file);
     for (const i of range(4)) await writer.write(i === 2 ? failed(i) : makeTrajectory(i));

@@ -11,12 +11,11 @@
  * The lists below are the checked trial: which override of which script falls in which class. The end-to-end cases
  * run the built CLI's --dry-run on whole scripts; the last ones check invalid values of enum keys and Hydra's syntax.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import os from "node:os";
+import { readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { load as loadYaml } from "js-yaml";
 import type { z } from "zod";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { REPO_ROOT, runCli } from "./helpers/cli.js";
 import { applySets, getPath, resolveConfig, type ConfigTree, type ResolvedConfig } from "../src/config/tree.js";
 import { VERL_KEYS } from "../src/config/verl-keys.js";
@@ -24,6 +23,7 @@ import { AgentrlError } from "../src/errors.js";
 import { rolloutConfigSchema } from "../src/rollout/config.js";
 import { sftConfigSchema } from "../src/sft/config.js";
 import { trainConfigSchema } from "../src/train/config.js";
+import { tempDir } from "./helpers/tmp.js";
 
 const FIXTURES = path.join(REPO_ROOT, "test", "fixtures", "verl-scripts");
 const VERL_COMMIT = "b178a3cd56f58b2d502255daba591e92833930a7";
@@ -219,8 +219,7 @@ describe("verl launch scripts through the config loader", () => {
 });
 
 describe("agentrl train/sft --dry-run on whole verl scripts (built CLI)", () => {
-  const dir = mkdtempSync(path.join(os.tmpdir(), "agentrl-verl-overrides-"));
-  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDir("verl-overrides");
   const empty = path.join(dir, "empty.yaml");
   writeFileSync(empty, "{}\n");
   const dryRun = (script: Script) =>

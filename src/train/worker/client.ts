@@ -330,6 +330,10 @@ function torchrunArgs(options: WorkerStartOptions, socketPath: string): string[]
   return [
     "-m",
     "torch.distributed.run",
+    // Without --log-dir, torchrun makes $TMPDIR/torchelastic_XXXX (empty per-rank folders: the ranks' output is not
+    // redirected and the worker writes no error file) and never removes it: one left behind by every run. A
+    // --log-dir in torchrun_args still wins (the last one counts).
+    "--log-dir=/dev/null",
     ...(options.torchrunArgs ?? ["--standalone"]),
     `--nproc_per_node=${options.nprocPerNode ?? 1}`,
     "-m",
