@@ -131,27 +131,36 @@ describe("python sandbox (bwrap)", () => {
 
   it("survivor: a fork+setsid grandchild dies with the call and never writes", async () => {
     const marker = path.join(outside, "late.txt");
-    const { text, ms } = await run(
-      [
-        "import ctypes, os, time",
-        "libc = ctypes.CDLL(None)",
-        "pid = libc.fork()",
-        "if pid == 0:",
-        "    os.setsid()",
-        "    if libc.fork() == 0:",
-        "        time.sleep(1.5)",
-        "        open('late.txt', 'w').write('alive')",
-        `        open(${JSON.stringify(marker)}, 'w').write('alive')`,
-        "    os._exit(0)",
-        "print('parent done', flush=True)",
-      ].join("\n"),
-      { timeout_s: 5 },
-    );
-    expect(text).toBe("parent done\n");
-    expect(ms).toBeLessThan(3000);
+    // The call's own TMPDIR names its scratch folder, and so its bwrap processes, apart from other tests' calls.
+    const scratchParent = tempDir("sandbox-survivor");
+    const savedTmp = process.env.TMPDIR;
+    process.env.TMPDIR = scratchParent;
+    let result: Awaited<ReturnType<typeof run>>;
+    try {
+      result = await run(
+        [
+          "import ctypes, os, time",
+          "libc = ctypes.CDLL(None)",
+          "pid = libc.fork()",
+          "if pid == 0:",
+          "    os.setsid()",
+          "    if libc.fork() == 0:",
+          "        time.sleep(1.5)",
+          "        open('late.txt', 'w').write('alive')",
+          `        open(${JSON.stringify(marker)}, 'w').write('alive')`,
+          "    os._exit(0)",
+          "print('parent done', flush=True)",
+        ].join("\n"),
+        { timeout_s: 5 },
+      );
+    } finally {
+      process.env.TMPDIR = savedTmp;
+    }
+    expect(result.text).toBe("parent done\n");
+    expect(result.ms).toBeLessThan(3000);
     await sleep(2500);
     expect(existsSync(marker)).toBe(false);
-    expect(hostPidsWith("agentrl-py-")).toEqual([]);
+    expect(hostPidsWith(scratchParent)).toEqual([]);
   });
 
   it("killed host: SIGKILL of the process running a call ends every sandboxed process", async () => {
@@ -165,7 +174,7 @@ describe("python sandbox (bwrap)", () => {
     const host = spawn(process.execPath, ["--input-type=module", "-e", script], { env: { ...process.env, TMPDIR: hostTmp }, stdio: ["ignore", "ignore", "inherit"] });
     try {
       let running: number[] = [];
-      for (let waited = 0; running.length < 2 && waited < 10_000; waited += 50) {
+      for (let waited = 0; running.length < 2 && waited < 30_000; waited += 50) {
         await sleep(50);
         running = hostPidsWith(hostTmp);
       }
