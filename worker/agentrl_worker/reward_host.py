@@ -25,10 +25,10 @@ import json
 import math
 import os
 import sys
-import threading
-import time
 import traceback
 from typing import Any, Callable, TextIO
+
+from agentrl_worker.host_common import exit_when_orphaned, last_line, protocol_stdout
 
 LOAD_FAILED_EXIT = 3
 
@@ -58,11 +58,6 @@ def load_reward(file: str, name: str) -> tuple[Callable[..., Any] | None, dict[s
     if not callable(fn):
         return None, {"ready": False, "kind": "not_callable", "error": f"{name} is a {type(fn).__name__}, not a function", "functions": functions}
     return fn, {"ready": True, "functions": functions}
-
-
-def last_line(exc: BaseException) -> str:
-    """`ValueError: bad row`: the last line of the exception's traceback."""
-    return traceback.format_exception_only(type(exc), exc)[-1].strip()
 
 
 def to_number(value: Any) -> float | None:
@@ -121,18 +116,6 @@ def score_one(fn: Callable[..., Any], call: dict[str, Any]) -> dict[str, Any]:
     return {**reply, "ok": True, "score": score, "extra": {}}
 
 
-def exit_when_orphaned(parent: int, interval_s: float = 0.5) -> None:
-    """Exits once the CLI is gone (this process is re-parented), even while a reward function hangs."""
-
-    def loop() -> None:
-        while True:
-            time.sleep(interval_s)
-            if os.getppid() != parent:
-                os._exit(1)
-
-    threading.Thread(target=loop, name="agentrl-reward-orphan-watch", daemon=True).start()
-
-
 def serve(fn: Callable[..., Any], requests: TextIO, replies: TextIO) -> None:
     for line in requests:
         if not line.strip():
@@ -152,10 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         if os.getppid() != args.parent_pid:
             return 1
         exit_when_orphaned(args.parent_pid)
-    # The protocol keeps the real stdout; the user's prints go to stderr.
-    replies = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    sys.stdout = sys.stderr
+    replies = protocol_stdout()
     fn, hello = load_reward(args.file, args.name)
     replies.write(json.dumps(hello) + "\n")
     replies.flush()
