@@ -9,3 +9,14 @@ export {
   type SuperviseOptions,
 } from "./supervisor.js";
 export { GUARDIAN_SOURCE } from "./guardian.js";
+export {
+  JsonLinesHost,
+  defaultPythonExecutable,
+  helloWithin,
+  hostEnv,
+  killGroup,
+  REPO_ROOT,
+  WORKER_DIR,
+  type HostHello,
+  type JsonLinesHostOptions,
+} from "./json-lines-host.js";

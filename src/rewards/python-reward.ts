@@ -9,20 +9,14 @@
  * SIGKILLed agentrl each host notices it was orphaned (its stdin closes, and it watches its parent pid even while a
  * reward function hangs).
  */
-import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync } from "node:fs";
 import { availableParallelism } from "node:os";
-import path from "node:path";
-import { createInterface } from "node:readline";
-import { fileURLToPath } from "node:url";
 import { InputError } from "../errors.js";
+import { JsonLinesHost, defaultPythonExecutable, helloWithin, hostEnv, type HostHello } from "../process/index.js";
 
-const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..");
 /** The most calls one request carries: a large batch would hold a process while others sit idle. */
 const MAX_BATCH = 16;
 /** How long a process may take to import the reward file and answer its first line. */
 const STARTUP_TIMEOUT_MS = 60_000;
-const STDERR_TAIL_LINES = 20;
 
 export interface PythonRewardOptions {
   /** The interpreter; null/undefined: the repository's .venv/bin/python when it exists, else python3 (looked up on PATH). */
@@ -53,10 +47,7 @@ export interface PythonRewardResult {
   extra: Record<string, unknown>;
 }
 
-export function defaultRewardPython(): string {
-  const venv = path.join(REPO_ROOT, ".venv", "bin", "python");
-  return existsSync(venv) ? venv : "python3";
-}
+export const defaultRewardPython = defaultPythonExecutable;
 
 export function defaultRewardWorkers(): number {
   return Math.max(1, Math.min(4, availableParallelism()));
@@ -82,33 +73,6 @@ interface Reply {
   error?: string;
 }
 
-interface Hello {
-  ready: boolean;
-  kind?: string;
-  error?: string;
-  functions?: string[];
-}
-
-/** Process groups of hosts still running: agentrl's own exit kills them. */
-const liveHosts = new Set<number>();
-let exitHookInstalled = false;
-
-function killGroup(pid: number): void {
-  try {
-    process.kill(-pid, "SIGKILL");
-  } catch {
-    // already gone
-  }
-}
-
-function parseLine(line: string): unknown {
-  try {
-    return JSON.parse(line);
-  } catch {
-    return undefined;
-  }
-}
-
 /** Where a host is: what the pool hears from it. */
 interface HostEvents {
   /** A call is done (settled); the host may have become idle. */
@@ -119,86 +83,45 @@ interface HostEvents {
 
 /** One `reward_host` process and the calls it is working through, in order. */
 class RewardHost {
-  readonly hello: Promise<Hello>;
-  private readonly child: ChildProcess;
+  readonly hello: Promise<HostHello>;
+  private readonly process: JsonLinesHost;
   private readonly inflight: PendingCall[] = [];
-  private readonly stderrTail: string[] = [];
   private timer: NodeJS.Timeout | undefined;
-  private dead = false;
   /** Said it was ready: only such a host is replaced when it dies (a host that never started is not retried). */
   private started = false;
   /** Killed after a time-out: its head call has failed already, the rest go to a fresh host. */
   private timedOut = false;
-  private exitText = "";
 
   constructor(
     private readonly fn: { file: string; name: string; python: string; timeoutMs: number },
     private readonly events: HostEvents,
   ) {
-    const workerDir = path.join(REPO_ROOT, "worker");
-    const env = { ...process.env, PYTHONUNBUFFERED: "1", PYTHONPATH: [workerDir, process.env["PYTHONPATH"]].filter(Boolean).join(path.delimiter) };
-    const args = ["-m", "agentrl_worker.reward_host", fn.file, fn.name, "--parent-pid", String(process.pid)];
-    this.child = spawn(fn.python, args, { env, stdio: ["pipe", "pipe", "pipe"], detached: true });
-    this.child.stdin?.on("error", () => undefined);
-    if (this.child.pid !== undefined) this.track(this.child.pid);
-    this.hello = this.listen();
-  }
-
-  get idle(): boolean {
-    return this.started && !this.dead && this.inflight.length === 0;
-  }
-
-  private track(pid: number): void {
-    liveHosts.add(pid);
-    if (!exitHookInstalled) {
-      exitHookInstalled = true;
-      process.once("exit", () => liveHosts.forEach(killGroup));
-    }
-  }
-
-  /** Reads the host's lines; resolves with its first (the start-up line), or a failed one when it dies first. */
-  private listen(): Promise<Hello> {
-    return new Promise((resolve) => {
-      let greeted = false;
-      this.child.once("error", (err) => {
-        this.exitText = `cannot start ${this.fn.python}: ${err.message}`;
-        this.died();
-        resolve({ ready: false, kind: "spawn", error: this.exitText });
-      });
-      this.child.once("exit", (code, signal) => {
-        if (!this.exitText) this.exitText = signal ? `signal ${signal}` : `exit code ${code}`;
-        // Lines still in the pipes are read before "close"; only then is the host known to be gone.
-        this.child.once("close", () => {
-          this.died();
-          if (!greeted) resolve({ ready: false, kind: "exit", error: `the reward process exited during start-up (${this.exitText})` });
-        });
-      });
-      if (!this.child.stdout || !this.child.stderr) return; // not spawned: the "error" event says why
-      createInterface({ input: this.child.stderr }).on("line", (line) => this.stderrLine(line));
-      createInterface({ input: this.child.stdout }).on("line", (line) => {
-        const message = parseLine(line);
-        if (message === undefined) return; // not ours: the host sends only JSON
-        if (greeted) return this.reply(message as Reply);
-        greeted = true;
-        this.started = (message as Hello).ready === true;
-        resolve(message as Hello);
-      });
+    this.process = new JsonLinesHost({
+      command: fn.python,
+      args: ["-m", "agentrl_worker.reward_host", fn.file, fn.name, "--parent-pid", String(process.pid)],
+      env: hostEnv(),
+      label: "the reward process",
+      stderrPrefix: "reward",
+      onMessage: (message) => this.reply(message as Reply),
+      onClose: () => this.died(),
+    });
+    this.hello = this.process.hello.then((hello) => {
+      this.started = hello.ready === true;
+      return hello;
     });
   }
 
-  private stderrLine(line: string): void {
-    this.stderrTail.push(line);
-    if (this.stderrTail.length > STDERR_TAIL_LINES) this.stderrTail.shift();
-    process.stderr.write(`reward: ${line}\n`);
+  get idle(): boolean {
+    return this.started && !this.process.closed && this.inflight.length === 0;
   }
 
   lastStderr(): string {
-    return this.stderrTail.filter((line) => line.trim()).at(-1) ?? "";
+    return this.process.lastStderr();
   }
 
   send(calls: PendingCall[]): void {
     this.inflight.push(...calls);
-    this.child.stdin!.write(JSON.stringify({ batch: calls.map((c) => ({ id: c.id, ...c.call })) }) + "\n");
+    this.process.send({ batch: calls.map((c) => ({ id: c.id, ...c.call })) });
     if (this.inflight.length === calls.length) this.armTimer();
   }
 
@@ -239,31 +162,23 @@ class RewardHost {
   }
 
   private died(): void {
-    if (this.dead) return;
-    this.dead = true;
     clearTimeout(this.timer);
-    if (this.child.pid !== undefined) liveHosts.delete(this.child.pid);
     const head = this.inflight[0];
     if (head && !this.timedOut) {
       const last = this.lastStderr();
-      this.failHead(`the reward process (${this.describe()}) exited (${this.exitText}) while scoring ${rowLabel(head.row)}${last ? `: ${last}` : ""}`);
+      this.failHead(`the reward process (${this.describe()}) exited (${this.process.exitText}) while scoring ${rowLabel(head.row)}${last ? `: ${last}` : ""}`);
     }
     if (this.started) this.events.onDead(this, this.inflight.splice(0));
   }
 
   /** SIGKILL to the host and anything it started; its calls settle through the exit. */
   kill(): void {
-    if (this.child.pid !== undefined) killGroup(this.child.pid);
+    this.process.kill();
   }
 
   /** Ends the host: end of input, then SIGKILL when it has not exited within a second. */
-  async close(): Promise<void> {
-    if (this.dead) return;
-    const closed = new Promise<void>((resolve) => this.child.once("close", () => resolve()));
-    this.child.stdin!.end();
-    const timer = setTimeout(() => this.kill(), 1_000);
-    await closed;
-    clearTimeout(timer);
+  close(): Promise<void> {
+    return this.process.close();
   }
 }
 
@@ -289,7 +204,7 @@ export class PythonRewardPool {
     const python = options.executable ?? defaultRewardPython();
     const pool = new PythonRewardPool({ file, name, python, timeoutMs: options.timeout * 1000 }, options.workers ?? defaultRewardWorkers());
     for (let i = 0; i < pool.size; i++) pool.hosts.push(new RewardHost(pool.fn, pool.events));
-    const hellos = await Promise.all(pool.hosts.map((host) => withTimeout(host.hello, STARTUP_TIMEOUT_MS)));
+    const hellos = await Promise.all(pool.hosts.map((host) => helloWithin(host.hello, STARTUP_TIMEOUT_MS, "the reward process")));
     const failed = hellos.findIndex((hello) => !hello.ready);
     if (failed >= 0) {
       const host = pool.hosts[failed]!;
@@ -353,20 +268,8 @@ export class PythonRewardPool {
   }
 }
 
-async function withTimeout(hello: Promise<Hello>, ms: number): Promise<Hello> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<Hello>((resolve) => {
-    timer = setTimeout(() => resolve({ ready: false, kind: "timeout", error: `the reward process did not start within ${ms / 1000} s` }), ms);
-  });
-  try {
-    return await Promise.race([hello, late]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-function startupError(file: string, name: string, python: string, hello: Hello, stderr: string): InputError {
-  const functions = hello.functions ?? [];
+function startupError(file: string, name: string, python: string, hello: HostHello, stderr: string): InputError {
+  const functions = (hello["functions"] as string[] | undefined) ?? [];
   const listed = functions.length ? `it defines: ${functions.join(", ")}` : "it defines no functions";
   if (hello.kind === "missing" || hello.kind === "not_callable") {
     return new InputError(`reward file ${file}: ${hello.kind === "missing" ? `no function ${name}` : hello.error} (custom_reward_function.name); ${listed}`, {

@@ -42,25 +42,21 @@ function isInside(child: string, parent: string): boolean {
 }
 
 /**
- * Imports the export a module path names, after checking it lies in an allowed directory.
- * `where` names the YAML file and entry for error messages; `baseDir` resolves relative paths (the YAML's folder).
+ * The real path of `file` (relative to `baseDir`), which must lie inside one of `moduleDirs` (symlinks resolved).
+ * Used for JS modules and Python tool files alike.
  */
-export async function loadModuleExport(className: string, baseDir: string, moduleDirs: readonly string[], where: string): Promise<unknown> {
-  const spec = parseModulePath(className);
+export function resolveInsideModuleDirs(file: string, baseDir: string, moduleDirs: readonly string[], where: string): string {
   if (moduleDirs.length === 0) {
-    throw new InputError(`${where}: class_name ${JSON.stringify(className)} is a module path, and no module directory is allowed`, {
+    throw new InputError(`${where}: class_name ${JSON.stringify(file)} is a module path, and no module directory is allowed`, {
       hint: YAML_FOLDER_HINT,
     });
   }
-  if (/\.(c|m)?ts$/.test(spec.file)) {
-    throw new InputError(`${where}: ${spec.file} is TypeScript, which Node 20 cannot import`, { hint: "compile it to .js and name the .js file" });
-  }
-  const absolute = path.resolve(baseDir, spec.file);
+  const absolute = path.resolve(baseDir, file);
   let real: string;
   try {
     real = realpathSync(absolute);
   } catch {
-    throw new InputError(`${where}: module ${JSON.stringify(spec.file)} not found (looked at ${absolute})`);
+    throw new InputError(`${where}: module ${JSON.stringify(file)} not found (looked at ${absolute})`);
   }
   const allowed = moduleDirs.map((dir) => {
     try {
@@ -74,6 +70,19 @@ export async function loadModuleExport(className: string, baseDir: string, modul
       hint: YAML_FOLDER_HINT,
     });
   }
+  return real;
+}
+
+/**
+ * Imports the export a module path names, after checking it lies in an allowed directory.
+ * `where` names the YAML file and entry for error messages; `baseDir` resolves relative paths (the YAML's folder).
+ */
+export async function loadModuleExport(className: string, baseDir: string, moduleDirs: readonly string[], where: string): Promise<unknown> {
+  const spec = parseModulePath(className);
+  if (/\.(c|m)?ts$/.test(spec.file)) {
+    throw new InputError(`${where}: ${spec.file} is TypeScript, which Node 20 cannot import`, { hint: "compile it to .js and name the .js file" });
+  }
+  const real = resolveInsideModuleDirs(spec.file, baseDir, moduleDirs, where);
   let mod: Record<string, unknown>;
   try {
     mod = (await import(pathToFileURL(real).href)) as Record<string, unknown>;

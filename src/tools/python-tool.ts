@@ -80,7 +80,12 @@ export async function pythonSandboxProblem(config: PythonToolConfig): Promise<st
   if (config.sandbox === "none") return null;
   const problem = await checkBwrap(resolveInterpreter(config.bwrap));
   if (problem === null) return null;
-  return `${problem}. The python code tool runs untrusted code only inside bubblewrap (config key sandbox: bwrap): install it (scripts/install.sh, or apt-get install bubblewrap), point the key bwrap at it, or set sandbox: none to accept the weaker, unisolated mode`;
+  return sandboxRefusal(problem, "The python code tool runs untrusted code only inside bubblewrap (config key sandbox: bwrap)", "bwrap", "sandbox: none");
+}
+
+/** The refusal when bwrap does not work: what the tool needs it for, and the keys that fix it or opt out. */
+export function sandboxRefusal(problem: string, why: string, bwrapKey: string, optOut: string): string {
+  return `${problem}. ${why}: install it (scripts/install.sh, or apt-get install bubblewrap), point the key ${bwrapKey} at it, or set ${optOut} to accept the weaker, unisolated mode`;
 }
 
 let warnedWeak = false;

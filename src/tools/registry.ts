@@ -11,6 +11,7 @@ import { Gsm8kTool } from "./gsm8k-tool.js";
 import { McpConnection, McpTool, connectServer, mcpConfigSchema, mcpToolToSchema, readServersFile, resolveServersPath } from "./mcp.js";
 import { isModulePath, loadModuleExport } from "./module-loader.js";
 import { PythonCodeTool, pythonSandboxProblem, pythonToolConfigSchema } from "./python-tool.js";
+import { buildPythonHostTool, pythonClassPath } from "./python-host-tool.js";
 import { schemaForTemplate, type OpenAIFunctionToolSchema } from "./schema.js";
 import { Semaphore } from "./semaphore.js";
 import { VaultTool } from "./vault-tool.js";
@@ -144,6 +145,12 @@ async function buildNative(entry: ToolEntry, where: string, yamlDir: string, opt
       settings: callSettings(config, { timeoutS: parsed.data.timeout_s + 5, concurrency: 4 }),
     };
   }
+  const unsupported = UNSUPPORTED_VERL_CLASSES[entry.class_name];
+  if (unsupported === undefined && pythonClassPath(entry.class_name) !== null) {
+    const settings = callSettings(config, {});
+    const tool = await buildPythonHostTool({ class_name: entry.class_name, config, tool_schema: schema }, where, yamlDir, options.moduleDirs ?? [], settings.timeoutMs);
+    return { tool, settings };
+  }
   if (isModulePath(entry.class_name)) {
     const exported = await loadModuleExport(entry.class_name, yamlDir, options.moduleDirs ?? [], `${where}.class_name`);
     if (typeof exported !== "function") throw new InputError(`${where}.class_name: the export is not a class`);
@@ -155,9 +162,8 @@ async function buildNative(entry: ToolEntry, where: string, yamlDir: string, opt
     }
     return { tool: validateToolInstance(instance, where), settings: callSettings(config, {}) };
   }
-  const unsupported = UNSUPPORTED_VERL_CLASSES[entry.class_name];
   throw new InputError(`${where}.class_name: unknown tool class ${JSON.stringify(entry.class_name)}`, {
-    hint: unsupported ?? `built-ins: ${Object.keys(BUILTIN_TOOL_CLASSES).join(", ")}; or a .js module path in this YAML's folder`,
+    hint: unsupported ?? `built-ins: ${Object.keys(BUILTIN_TOOL_CLASSES).join(", ")}; or a .js module path, a .py file (file.py#Class) or a Python dotted path module.Class in this YAML's folder`,
   });
 }
 

@@ -65,11 +65,16 @@ export function buildBwrapArgv(plan: BwrapPlan): string[] {
   const extra = [...new Set(plan.readOnly.map((p) => path.resolve(p)))]
     .filter((p) => !SYSTEM_PATHS.some((s) => isUnder(p, s)))
     .sort();
+  // Folders under /tmp are bound after the private /tmp is mounted, which would hide them otherwise.
+  const early = extra.filter((p) => !isUnder(p, "/tmp"));
+  const late = extra.filter((p) => isUnder(p, "/tmp"));
   // Folders bwrap creates to mount into are traversable by the unprivileged uid the prelude drops to.
-  for (const dir of ancestors(extra)) argv.push("--perms", "0755", "--dir", dir);
-  for (const p of extra) argv.push("--ro-bind", p, p);
+  for (const dir of ancestors(early)) argv.push("--perms", "0755", "--dir", dir);
+  for (const p of early) argv.push("--ro-bind", p, p);
   argv.push("--proc", "/proc", "--dev", "/dev");
   argv.push("--size", String(Math.max(1024 * 1024, Math.floor(plan.tmpBytes))), "--perms", "1777", "--tmpfs", "/tmp");
+  for (const dir of ancestors(late)) argv.push("--perms", "0755", "--dir", dir);
+  for (const p of late) argv.push("--ro-bind", p, p);
   for (const dir of ancestors([plan.workDir])) argv.push("--perms", "0755", "--dir", dir);
   argv.push("--bind", plan.workDir, plan.workDir, "--chdir", plan.workDir);
   argv.push("--clearenv");

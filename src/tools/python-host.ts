@@ -1,0 +1,261 @@
+/**
+ * Python tool classes from verl YAML (`class_name: my_pkg.tools.Gsm8kTool` or `tools/gsm8k.py#Gsm8kTool`): each
+ * entry runs in a pool of `python -m agentrl_worker.tool_host` processes (worker/agentrl_worker/tool_host.py) spoken
+ * to in JSON lines (docs/tool-host-protocol.md). An instance lives in the host process that created it; calls on it go
+ * there. Every request has a deadline: past it (or when the caller's signal aborts) the host is asked to cancel the
+ * call, and a host that does not answer within CANCEL_GRACE_MS (a tool blocking its event loop) is killed. A host that
+ * dies fails its calls in flight with an error saying its instances are gone, and is restarted for later calls.
+ * Under `tool_host.sandbox: bwrap` (the default) the host runs inside bubblewrap (src/tools/sandbox.ts) with the
+ * tool's folder and the interpreter read-only and a private scratch folder as the only writable place.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { z } from "zod";
+import { InputError } from "../errors.js";
+import { JsonLinesHost, WORKER_DIR, defaultPythonExecutable, helloWithin, hostEnv, type HostHello } from "../process/index.js";
+import { resolveInterpreter, sandboxRefusal } from "./python-tool.js";
+import { buildBwrapArgv, checkBwrap, probeInterpreter } from "./sandbox.js";
+
+/** How long a host may take to answer a cancel before it is killed (a tool blocking the event loop). */
+const CANCEL_GRACE_MS = 2_000;
+
+/** `config.tool_host` of a Python tool entry (the rest of `config` goes to the tool class as verl passes it). */
+export const toolHostConfigSchema = z.object({
+  /** The interpreter; default the repository's .venv/bin/python, else python3. */
+  python: z.string().min(1).optional(),
+  /** Host processes per tool; instances are spread over them. */
+  workers: z.number().int().positive().max(64).default(1),
+  /** `bwrap`: the host runs inside bubblewrap and nothing runs without it. `none`: a plain child process (opt-in). */
+  sandbox: z.enum(["bwrap", "none"]).default("bwrap"),
+  bwrap: z.string().min(1).default("bwrap"),
+  allow_network: z.boolean().default(false),
+  /** Seconds a host may take to import the class and construct the tool. */
+  startup_timeout_s: z.number().positive().default(60),
+});
+export type ToolHostConfig = z.infer<typeof toolHostConfigSchema>;
+
+/** What a pool runs: the class, the entry's config and schema, and the folders its imports come from. */
+export interface ToolHostSpec {
+  /** As the host reads it: `pkg.mod.Class` or `/abs/file.py#Class`. */
+  className: string;
+  /** The class as the YAML names it, for messages. */
+  label: string;
+  toolName: string;
+  config: Record<string, unknown>;
+  toolSchema: Record<string, unknown>;
+  /** Folders put first on sys.path (the YAML's folder); bound read-only in the sandbox. */
+  paths: readonly string[];
+  host: ToolHostConfig;
+}
+
+export interface HostReply {
+  id?: number;
+  ok?: boolean;
+  kind?: string;
+  error?: string;
+  [key: string]: unknown;
+}
+
+interface Pending {
+  op: string;
+  resolve(reply: HostReply): void;
+  reject(err: Error): void;
+}
+
+/** Thrown for a call whose host died: the message is the observation the model sees. */
+export class ToolHostCrash extends Error {}
+
+/** How a host process is started: command and argv (bubblewrap's or the interpreter's) and its scratch folder. */
+interface Launch {
+  command: string;
+  args: string[];
+  env: NodeJS.ProcessEnv;
+  scratch: string | undefined;
+}
+
+async function launchFor(spec: ToolHostSpec, python: string): Promise<Launch> {
+  const hostArgs = ["-m", "agentrl_worker.tool_host", "--class", spec.className, "--config", JSON.stringify(spec.config), "--schema", JSON.stringify(spec.toolSchema)];
+  for (const p of spec.paths) hostArgs.push("--path", p);
+  if (spec.host.sandbox === "none") {
+    return { command: python, args: [...hostArgs, "--parent-pid", String(process.pid)], env: hostEnv(spec.paths), scratch: undefined };
+  }
+  const scratch = mkdtempSync(path.join(os.tmpdir(), "agentrl-toolhost-"));
+  const prefixes = await probeInterpreter(python);
+  const env = {
+    PATH: "/usr/local/bin:/usr/bin:/bin",
+    HOME: scratch,
+    TMPDIR: "/tmp",
+    LANG: "C.UTF-8",
+    PYTHONUNBUFFERED: "1",
+    PYTHONDONTWRITEBYTECODE: "1",
+    PYTHONPATH: [WORKER_DIR, ...spec.paths].join(path.delimiter),
+  };
+  const argv = buildBwrapArgv({
+    command: [python, ...hostArgs],
+    workDir: scratch,
+    readOnly: [...prefixes, WORKER_DIR, ...spec.paths],
+    env,
+    allowNetwork: spec.host.allow_network,
+    tmpBytes: 64 * 1024 * 1024,
+    asRoot: false,
+  });
+  return { command: resolveInterpreter(spec.host.bwrap), args: argv, env: { PATH: process.env["PATH"] ?? "/usr/bin:/bin" }, scratch };
+}
+
+/** One tool_host process: requests by id, deadlines with cancel-then-kill, and its instances. */
+export class ToolHostProcess {
+  readonly hello: Promise<HostHello>;
+  readonly instances = new Set<string>();
+  private readonly process: JsonLinesHost;
+  private readonly pending = new Map<number, Pending>();
+  /** Requests given up on (deadline or abort) whose cancel the host has not answered yet. */
+  private readonly cancelling = new Map<number, NodeJS.Timeout>();
+  private nextId = 1;
+  private started = false;
+
+  constructor(
+    private readonly spec: ToolHostSpec,
+    launch: Launch,
+    private readonly onDead: (host: ToolHostProcess) => void,
+  ) {
+    this.process = new JsonLinesHost({
+      ...launch,
+      label: `the Python tool host of ${spec.toolName}`,
+      stderrPrefix: `tool ${spec.toolName}`,
+      onMessage: (message) => this.reply(message as HostReply),
+      onClose: () => this.died(launch.scratch),
+    });
+    this.hello = this.process.hello.then((hello) => {
+      this.started = hello.ready === true;
+      return hello;
+    });
+  }
+
+  get alive(): boolean {
+    return !this.process.closed;
+  }
+
+  lastStderr(): string {
+    return this.process.lastStderr();
+  }
+
+  /** Sends one request; rejects at the deadline or on abort (then cancels it in the host), or when the host dies. */
+  request(op: string, body: Record<string, unknown>, timeoutMs: number, signal?: AbortSignal): Promise<HostReply> {
+    if (!this.alive) return Promise.reject(new ToolHostCrash(`the Python tool host of ${this.spec.toolName} is not running`));
+    const id = this.nextId++;
+    return new Promise<HostReply>((resolve, reject) => {
+      const giveUp = (err: Error) => {
+        if (!this.pending.delete(id)) return;
+        cleanup();
+        reject(err);
+        this.cancel(id);
+      };
+      const timer = setTimeout(() => giveUp(new Error(`timed out after ${timeoutMs} ms`)), timeoutMs);
+      const onAbort = () => giveUp(new Error("the call was cancelled"));
+      const cleanup = () => {
+        clearTimeout(timer);
+        signal?.removeEventListener("abort", onAbort);
+      };
+      signal?.addEventListener("abort", onAbort, { once: true });
+      const settle = <T>(fn: (v: T) => void) => (v: T) => (cleanup(), fn(v));
+      this.pending.set(id, { op, resolve: settle(resolve), reject: settle(reject) });
+      this.process.send({ id, op, ...body });
+      if (signal?.aborted) onAbort();
+    });
+  }
+
+  /** Asks the host to cancel request `id`; a host that does not answer in time is killed (and restarted). */
+  private cancel(id: number): void {
+    this.process.send({ op: "cancel", target: id });
+    this.cancelling.set(
+      id,
+      setTimeout(() => {
+        this.cancelling.delete(id);
+        process.stderr.write(`warning: the Python tool host of ${this.spec.toolName} did not stop a call that ran past its limit; it was killed and restarted\n`);
+        this.kill();
+      }, CANCEL_GRACE_MS),
+    );
+  }
+
+  private reply(reply: HostReply): void {
+    if (typeof reply.id !== "number") return;
+    const stale = this.cancelling.get(reply.id);
+    if (stale) {
+      clearTimeout(stale);
+      this.cancelling.delete(reply.id);
+    }
+    const pending = this.pending.get(reply.id);
+    if (!pending) return;
+    this.pending.delete(reply.id);
+    pending.resolve(reply);
+  }
+
+  private died(scratch: string | undefined): void {
+    for (const timer of this.cancelling.values()) clearTimeout(timer);
+    this.cancelling.clear();
+    const lost = this.instances.size;
+    const last = this.lastStderr();
+    for (const [, pending] of this.pending) {
+      pending.reject(
+        new ToolHostCrash(
+          `the Python tool host of ${this.spec.toolName} (${this.spec.label}) exited (${this.process.exitText}) during ${pending.op}${last ? `: ${last}` : ""}. ` +
+            `The ${lost} tool instance(s) it held are gone, this call's included; the host was restarted for later calls`,
+        ),
+      );
+    }
+    this.pending.clear();
+    if (scratch) rmSync(scratch, { recursive: true, force: true });
+    if (this.started) this.onDead(this);
+  }
+
+  kill(): void {
+    this.process.kill();
+  }
+
+  close(): Promise<void> {
+    this.started = false; // no restart
+    return this.process.close({ id: 0, op: "shutdown" });
+  }
+}
+
+/** Why a python tool cannot start under `config` (bwrap missing and no opt-in to sandbox: none); null when it can. */
+export async function toolHostSandboxProblem(config: ToolHostConfig): Promise<string | null> {
+  if (config.sandbox === "none") return null;
+  const problem = await checkBwrap(resolveInterpreter(config.bwrap));
+  return problem === null ? null : sandboxRefusal(problem, "The Python tool host runs your tool class only inside bubblewrap (config key tool_host.sandbox: bwrap)", "tool_host.bwrap", "tool_host.sandbox: none");
+}
+
+/** Starts a host; rejects with the failed start-up line as an InputError naming the file and class. */
+export async function startToolHost(spec: ToolHostSpec, where: string, onDead: (host: ToolHostProcess) => void): Promise<ToolHostProcess> {
+  const python = resolveInterpreter(spec.host.python ?? defaultPythonExecutable());
+  const host = new ToolHostProcess(spec, await launchFor(spec, python), onDead);
+  const hello = await helloWithin(host.hello, spec.host.startup_timeout_s * 1000, `the Python tool host of ${spec.toolName}`);
+  if (!hello.ready) {
+    await host.close();
+    throw startupError(spec, where, python, hello, host.lastStderr());
+  }
+  return host;
+}
+
+function startupError(spec: ToolHostSpec, where: string, python: string, hello: HostHello, stderr: string): InputError {
+  const classes = (hello["classes"] as string[] | undefined) ?? [];
+  const listed = classes.length ? `; it defines: ${classes.join(", ")}` : "";
+  const what = `Python tool class ${spec.label}`;
+  if (hello.kind === "missing" || hello.kind === "not_class") {
+    return new InputError(`${where}.class_name: ${what}: ${hello.error}${listed}`, { hint: "name a class with verl's BaseTool interface: module.Class or file.py#Class" });
+  }
+  if (hello.kind === "load" && !spec.className.includes("#") && hello.error?.startsWith("ModuleNotFoundError")) {
+    return new InputError(`${where}.class_name: unknown tool class ${JSON.stringify(spec.label)}: not a built-in, and Python cannot import it: ${hello.error}`, {
+      hint: `built-ins: see docs/tools.md; a Python module must be importable from the YAML's folder (${spec.paths.join(", ")}) or the interpreter's packages`,
+    });
+  }
+  if (hello.kind === "load") {
+    return new InputError(`${where}.class_name: cannot import ${what}: ${hello.error}`, { hint: "fix the file; `python -c 'import MODULE'` shows the same error" });
+  }
+  if (hello.kind === "init") return new InputError(`${where}: constructing ${what} failed: ${hello.error}`);
+  const detail = [hello.error, stderr].filter(Boolean).join(": ");
+  return new InputError(`${where}: cannot start the Python tool host for ${spec.label} with ${python}: ${detail}`, {
+    hint: "set config.tool_host.python to a Python 3 interpreter (the repository's .venv is the default)",
+  });
+}
