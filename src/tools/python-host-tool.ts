@@ -76,7 +76,7 @@ export class PythonHostTool implements Tool {
     });
   }
 
-  /** The running host with the fewest instances. */
+  /** The running host with the fewest instances, avoiding one that may be stuck. */
   private async pickHost(): Promise<ToolHostProcess> {
     const settled = await Promise.allSettled(this.slots);
     const hosts = settled.flatMap((r) => (r.status === "fulfilled" && r.value.alive ? [r.value] : []));
@@ -84,7 +84,8 @@ export class PythonHostTool implements Tool {
       const reason = settled.find((r) => r.status === "rejected") as PromiseRejectedResult | undefined;
       throw reason?.reason instanceof Error ? reason.reason : new ToolHostCrash(`the Python tool host of ${this.name} is not running`);
     }
-    return hosts.reduce((a, b) => (b.instances.size < a.instances.size ? b : a));
+    const load = (h: ToolHostProcess) => (h.stalled ? 1e9 : 0) + h.instances.size;
+    return hosts.reduce((a, b) => (load(b) < load(a) ? b : a));
   }
 
   private ownerOf(instanceId: string): ToolHostProcess {

@@ -136,6 +136,11 @@ export class ToolHostProcess {
     return !this.process.closed;
   }
 
+  /** A call past its limit has not stopped yet: the host may be stuck (and about to be killed). */
+  get stalled(): boolean {
+    return this.cancelling.size > 0;
+  }
+
   lastStderr(): string {
     return this.process.lastStderr();
   }

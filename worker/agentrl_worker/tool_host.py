@@ -76,7 +76,10 @@ def load_tool(class_name: str, config: dict[str, Any], schema: dict[str, Any]) -
     try:
         module, attr = import_class_module(class_name)
     except BaseException as exc:  # SyntaxError, ImportError, anything raised at import
-        return None, {"ready": False, "kind": "load", "error": last_line(exc), "traceback": traceback.format_exc(), "classes": []}
+        error = last_line(exc)
+        if isinstance(exc, SyntaxError) and exc.filename:
+            error = f"{error} ({exc.filename}, line {exc.lineno})"
+        return None, {"ready": False, "kind": "load", "error": error, "traceback": traceback.format_exc(), "classes": []}
     if not hasattr(module, attr):
         return None, {"ready": False, "kind": "missing", "error": f"no class {attr}", "classes": classes_of(module)}
     cls = getattr(module, attr)
