@@ -29,7 +29,7 @@ import traceback
 from typing import Any, Optional, TextIO
 
 from agentrl_worker.host_common import exit_when_orphaned, last_line, protocol_stdout
-from agentrl_worker.verl_compat import OpenAIFunctionToolSchema, _Model, install_verl_aliases
+from agentrl_worker.verl_compat import STUB_NOTE, OpenAIFunctionToolSchema, _Model, install_verl_aliases
 
 LOAD_FAILED_EXIT = 3
 
@@ -67,7 +67,10 @@ def import_class_module(class_name: str) -> tuple[Any, str]:
     module_name, _, attr = class_name.rpartition(".")
     if not module_name:
         raise ImportError(f"{class_name!r} is not a dotted path module.Class")
-    return importlib.import_module(module_name), attr
+    module = importlib.import_module(module_name)
+    if getattr(module, "__agentrl_stub__", False) and not hasattr(module, attr):
+        raise ModuleNotFoundError(f"No module named {class_name!r} ({STUB_NOTE})")
+    return module, attr
 
 
 def load_tool(class_name: str, config: dict[str, Any], schema: dict[str, Any]) -> tuple[Any, dict[str, Any]]:

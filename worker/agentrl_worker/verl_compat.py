@@ -111,6 +111,8 @@ def compute_score(solution_str: str, ground_truth: str, method: str = "strict", 
     return score if answer == ground_truth else format_score
 
 
+STUB_NOTE = "verl is not installed; agentrl provides only verl.tools.base_tool, verl.tools.schemas and verl.utils.reward_score.gsm8k"
+
 _ALIASES = {
     "verl.tools.base_tool": ("BaseTool", "ToolResponse", "OpenAIFunctionToolSchema"),
     "verl.tools.schemas": ("ToolResponse", "OpenAIFunctionToolSchema", "OpenAIFunctionSchema"),
@@ -134,6 +136,7 @@ def install_verl_aliases() -> bool:
             if name not in sys.modules:
                 module = types.ModuleType(name)
                 module.__path__ = []  # a package, so submodules resolve through sys.modules
+                module.__agentrl_stub__ = True  # type: ignore[attr-defined]
                 sys.modules[name] = module
                 if i > 1:
                     setattr(sys.modules[".".join(parts[: i - 1])], parts[i - 1], module)

@@ -126,3 +126,9 @@ def test_prints_go_to_stderr_and_a_crash_ends_the_process() -> None:
     _, replies, code = _host("misbehaving.TrickyTool", [{"id": 1, "op": "create", "instance_id": "t"}, {"id": 2, "op": "execute", "instance_id": "t", "parameters": {"mode": "crash"}}])
     assert code == 7
     assert [r["id"] for r in replies] == [1]
+
+
+def test_verl_names_beyond_the_aliases_are_not_found_when_verl_is_absent() -> None:
+    hello, _, _ = _host("verl.tools.NoSuchTool", [])
+    assert hello["kind"] == "load"
+    assert hello["error"].startswith("ModuleNotFoundError: No module named 'verl.tools.NoSuchTool' (verl is not installed")
