@@ -24,6 +24,7 @@ const OTHER_PROGRAMS_FLAGS: Record<string, string[]> = {
     "--context-length",
   ],
   "the embedded engine's own command line (python -m agentrl_worker.embedded_server)": ["--dtype", "--max-batch"],
+  "the Python tool host's command line (python -m agentrl_worker.tool_host, docs/tool-host-protocol.md)": ["--class", "--config", "--schema", "--path"],
   "torchrun and the Python worker it starts": ["--nnodes", "--nproc_per_node", "--node_rank", "--parent-pid", "--idle-timeout-h"],
   "bubblewrap, which runs the python code tool (docs/security.md)": [
     "--clearenv",

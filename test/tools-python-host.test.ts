@@ -200,3 +200,16 @@ describe("agentrl rollout with the Python gsm8k tool and a JS tool in one YAML",
     expect(run.stderr).toMatch(/tools\.yaml: tools\.0\.class_name: cannot import Python tool class broken_syntax\.py#Broken: .*SyntaxError/);
   });
 });
+
+describe("a bad interpreter", () => {
+  it("is an InputError naming the entry and the interpreter, leaving no scratch folder", async () => {
+    const scratch = () => readdirSync(os.tmpdir()).filter((name) => name.startsWith("agentrl-toolhost-"));
+    const before = scratch();
+    const failure = await load(entry("misbehaving.py#TrickyTool", "t", "{type: native, tool_host: {python: /nonexistent/python3}}")).then(
+      () => new Error("loaded"),
+      (err: unknown) => err,
+    );
+    expect(failure).toMatchObject({ exitCode: 2, message: expect.stringMatching(/tools\.0: cannot start the Python tool host for misbehaving\.py#TrickyTool with \/nonexistent\/python3/) });
+    expect(scratch()).toEqual(before);
+  });
+});

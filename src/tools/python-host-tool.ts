@@ -29,8 +29,9 @@ export function pythonClassPath(className: string): { file: string; className: s
 /** The pool's call deadline when the entry sets no call_timeout_s (the runner's default). */
 const DEFAULT_HOST_TIMEOUT_MS = 30_000;
 
+/** A failed reply as the error the runner shows the model: the exception's last line, or why the host refused. */
 function failure(reply: HostReply, op: string): Error {
-  return new Error(reply.kind === "unknown_instance" || reply.kind === "cancelled" ? (reply.error ?? op) : `${reply.error ?? `${op} failed`}`);
+  return new Error(reply.error ?? `${op} failed`);
 }
 
 export class PythonHostTool implements Tool {

@@ -80,8 +80,8 @@ async function launchFor(spec: ToolHostSpec, python: string): Promise<Launch> {
   if (spec.host.sandbox === "none") {
     return { command: python, args: [...hostArgs, "--parent-pid", String(process.pid)], env: hostEnv(spec.paths), scratch: undefined };
   }
-  const scratch = mkdtempSync(path.join(os.tmpdir(), "agentrl-toolhost-"));
   const prefixes = await probeInterpreter(python);
+  const scratch = mkdtempSync(path.join(os.tmpdir(), "agentrl-toolhost-"));
   const env = {
     PATH: "/usr/local/bin:/usr/bin:/bin",
     HOME: scratch,
@@ -234,7 +234,13 @@ export async function toolHostSandboxProblem(config: ToolHostConfig): Promise<st
 /** Starts a host; rejects with the failed start-up line as an InputError naming the file and class. */
 export async function startToolHost(spec: ToolHostSpec, where: string, onDead: (host: ToolHostProcess) => void): Promise<ToolHostProcess> {
   const python = resolveInterpreter(spec.host.python ?? defaultPythonExecutable());
-  const host = new ToolHostProcess(spec, await launchFor(spec, python), onDead);
+  let launch: Launch;
+  try {
+    launch = await launchFor(spec, python);
+  } catch (err) {
+    throw startupError(spec, where, python, { ready: false, kind: "spawn", error: (err as Error).message }, "");
+  }
+  const host = new ToolHostProcess(spec, launch, onDead);
   const hello = await helloWithin(host.hello, spec.host.startup_timeout_s * 1000, `the Python tool host of ${spec.toolName}`);
   if (!hello.ready) {
     await host.close();
