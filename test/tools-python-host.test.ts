@@ -7,7 +7,7 @@
 import { cpSync, readdirSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { InputError } from "../src/errors.js";
 import { loadToolRegistry, runToolCall, ToolSession, type ToolRegistry } from "../src/tools/index.js";
 import { pythonClassPath } from "../src/tools/python-host-tool.js";
@@ -127,10 +127,15 @@ describe("a registry mixing Python and JS tools", () => {
     const before = (await call(registry, "tricky", {})).metrics.tool["pid"];
     const slept = await call(registry, "tricky", { mode: "sleep", seconds: 30 });
     expect([slept.metrics.errorKind, slept.text]).toEqual(["timeout", "Error when executing tool: timed out after 1000 ms"]);
+    const warnings: string[] = [];
+    const spy = vi.spyOn(process.stderr, "write").mockImplementation((chunk: string | Uint8Array) => (warnings.push(String(chunk)), true));
     const started = performance.now();
     const blocked = await call(registry, "tricky", { mode: "block", seconds: 30 });
     expect(blocked.metrics.errorKind).toBe("timeout");
     expect(performance.now() - started).toBeLessThan(5_000);
+    // The blocked host does not answer its cancel: 2 s later it is killed (and restarted).
+    await vi.waitFor(() => expect(warnings.join("")).toMatch(/tool host of tricky did not stop a call that ran past its limit; it was killed and restarted/), { timeout: 5_000 });
+    spy.mockRestore();
     // Both hosts answer afterwards (one of them restarted after the blocking call).
     const after = await Promise.all([call(registry, "tricky", {}), call(registry, "tricky", {})]);
     expect(after.map((a) => a.text)).toEqual(["count=1", "count=1"]);
