@@ -37,17 +37,22 @@ export class AgentLoopRegistry {
 
   /** Only the built-ins, tool_agent the default. */
   static builtin(): AgentLoopRegistry {
-    return new AgentLoopRegistry(builtinEntries(), DEFAULT_AGENT_LOOP);
+    return AgentLoopRegistry.withLoops({});
+  }
+
+  /** The built-ins and `loops` (user loops, in process: a throw fails the trajectory), `defaultName` for rows without agent_name. */
+  static withLoops(loops: Readonly<Record<string, AgentLoop>>, defaultName = DEFAULT_AGENT_LOOP): AgentLoopRegistry {
+    const entries = new Map(Object.entries(BUILTIN_LOOPS).map(([name, loop]) => [name, { name, loop, builtin: true }]));
+    for (const [name, loop] of Object.entries(loops)) entries.set(name, { name, loop, builtin: false });
+    checkAgentName(defaultName, [...entries.keys()], "actor_rollout_ref.rollout.agent.default_agent_loop");
+    return new AgentLoopRegistry(entries, defaultName);
   }
 
   /** The config's loops, their modules imported now, so a missing module or export fails before any rollout. */
   static async load(agent: AgentSection, cwd = process.cwd()): Promise<AgentLoopRegistry> {
-    const loops = builtinEntries();
-    for (const [name, modulePath] of Object.entries(agent.agent_loops)) {
-      loops.set(name, { name, loop: await importAgentLoop(name, modulePath, cwd), builtin: false });
-    }
-    checkAgentName(agent.default_agent_loop, [...loops.keys()], "actor_rollout_ref.rollout.agent.default_agent_loop");
-    return new AgentLoopRegistry(loops, agent.default_agent_loop);
+    const loops: Record<string, AgentLoop> = {};
+    for (const [name, modulePath] of Object.entries(agent.agent_loops)) loops[name] = await importAgentLoop(name, modulePath, cwd);
+    return AgentLoopRegistry.withLoops(loops, agent.default_agent_loop);
   }
 
   names(): string[] {
@@ -59,10 +64,6 @@ export class AgentLoopRegistry {
     checkAgentName(agentName, this.names(), where);
     return this.loops.get(agentName ?? this.defaultName)!;
   }
-}
-
-function builtinEntries(): Map<string, SelectedAgentLoop> {
-  return new Map(Object.entries(BUILTIN_LOOPS).map(([name, loop]) => [name, { name, loop, builtin: true }]));
 }
 
 /** A module's loop: its default export, or an export named agentLoop, each a function of the AgentLoopApi. */
