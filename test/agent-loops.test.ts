@@ -124,6 +124,19 @@ describe("agent loop errors", () => {
     expect(existsSync(out)).toBe(false);
   });
 
+  it("agentrl train refuses an unknown agent_name the same way, before its run folder exists", async () => {
+    const data = await writeRows(f("train-unknown.parquet"), [null, "nope"]);
+    const config = f("train.yaml");
+    writeFileSync(config, [
+      "data:", `  train_files: ${data}`, "  train_batch_size: 1", "actor_rollout_ref:", "  model:", `    path: ${QWEN3_DIR}`,
+      "trainer:", "  total_training_steps: 1", `  default_local_dir: ${f("run")}`, "",
+    ].join("\n"));
+    const result = await runCli(["train", "--config", config]);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain(`${data}: row 1: agent_name "nope" is not a registered agent loop (registered: tool_agent, single_turn_agent)`);
+    expect(existsSync(f("run"))).toBe(false);
+  });
+
   it("a loop that throws fails its trajectory with the error; the other rows run on", async () => {
     const broken = f("broken.mjs");
     writeFileSync(broken, 'export default async function (agent) {\n  await agent.generate();\n  throw new Error("no plan today");\n}\n');
