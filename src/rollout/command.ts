@@ -10,6 +10,7 @@ import type { SglangClient } from "../engine/index.js";
 import { rolloutConfigSchema, type RolloutConfig, type RolloutSection } from "./config.js";
 import { runRollout, type RolloutResult } from "./run-rollout.js";
 import { countPrompts, readPrompts } from "./sample.js";
+import { agentLoopNames, checkAgentName } from "./agent-loops.js";
 import { loadRolloutParts, makeClient, readApiKey, trajectoryContext, type RolloutParts } from "./setup.js";
 import type { RolloutSummary } from "./stats.js";
 import { implicationsOf, printDryRun, printJsonReport, printRolloutSummary, RolloutProgress } from "./report.js";
@@ -101,7 +102,11 @@ async function checkInputs(config: RolloutConfig, flags: RolloutFlags): Promise<
   };
   await checkOutputPath(config.output.path, "file");
   await checkTrajectoryOutput(config.output.path, writerOptions);
-  const prompts = await countPrompts(dataPath, config.data.limit);
+  // A row's agent_name must name a registered loop: checked on the names, before any module loads or output exists.
+  const loopNames = agentLoopNames(rollout.agent);
+  const prompts = await countPrompts(dataPath, config.data.limit, (prompt) =>
+    checkAgentName(prompt.row.agent_name, loopNames, `${dataPath}: row ${prompt.dataIndex}`),
+  );
   const apiKey = flags.apiKey ?? (await readApiKey(rollout.server.api_key_env));
   return { dataPath, modelPath, prompts, apiKey, writerOptions };
 }

@@ -70,6 +70,17 @@ export const serverSchema = z
   })
   .describe("actor_rollout_ref.rollout.server");
 
+export const agentSchema = z
+  .strictObject({
+    default_agent_loop: z
+      .string().min(1).default("tool_agent")
+      .describe("agent loop of rows without agent_name: tool_agent (built-in: tools, simulated user, multi_turn limits), single_turn_agent (one turn) or a name of agent_loops (verl's default_agent_loop)"),
+    agent_loops: z
+      .record(z.string().min(1), z.string().min(1)).default({})
+      .describe("custom agent loops: name -> JS module (.js/.mjs, relative to the working folder) whose default export runs a trajectory; a row's agent_name picks one (docs/agent-loops.md)"),
+  })
+  .describe("actor_rollout_ref.rollout.agent");
+
 export const rolloutSchema = z
   .strictObject({
     n: z.number().int().positive().default(1).describe("samples per prompt (GRPO group size)"),
@@ -88,6 +99,7 @@ export const rolloutSchema = z
       ),
     seed: z.number().int().nullable().default(null).describe("per-request sampling seeds derive from it when set"),
     multi_turn: multiTurnSchema.prefault({}),
+    agent: agentSchema.prefault({}),
     server: serverSchema.prefault({}),
   })
   .describe("actor_rollout_ref.rollout");
@@ -163,3 +175,4 @@ export const rolloutConfigSchema = z.strictObject({
 export type RolloutConfig = z.infer<typeof rolloutConfigSchema>;
 export type RolloutSection = z.infer<typeof rolloutSchema>;
 export type MultiTurnConfig = z.infer<typeof multiTurnSchema>;
+export type AgentSection = z.infer<typeof agentSchema>;

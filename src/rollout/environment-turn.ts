@@ -40,7 +40,7 @@ export async function interactionTurn(run: TrajectoryInFlight, interaction: Inte
 }
 
 /** Appends the environment's messages, unless they would leave no room for another sampled token. */
-function appendEnvironment(run: TrajectoryInFlight, messages: ChatMessage[]): Finish | undefined {
+export function appendEnvironment(run: TrajectoryInFlight, messages: readonly ChatMessage[]): Finish | undefined {
   const appended = run.conversation.appendEnvironment(messages, { maxResponseLength: run.ctx.maxResponseLength });
   if (!appended.appended) return { status: "truncated", reason: "response_budget" };
   run.log.userTurns += 1;

@@ -20,6 +20,8 @@ export interface Sample {
   toolsKwargs: Record<string, unknown>;
   interactionKwargs: Record<string, unknown>;
   extraInfo: Record<string, unknown>;
+  /** verl's agent_name column: the agent loop that runs this sample; absent or null = agent.default_agent_loop. */
+  agentName?: string | null;
 }
 
 export interface Prompt {
@@ -54,11 +56,15 @@ export async function* readPrompts(file: string, limit?: number | null): AsyncGe
 
 /**
  * Reads and validates every row a run will use (the first `limit`) and counts them, without keeping them. Commands
- * call it before they create any output, so a missing, empty or wrong-schema dataset fails with nothing written.
+ * call it before they create any output, so a missing, empty or wrong-schema dataset fails with nothing written;
+ * `check` sees each row too (agent_name against the registered loops).
  */
-export async function countPrompts(file: string, limit?: number | null): Promise<number> {
+export async function countPrompts(file: string, limit?: number | null, check?: (prompt: Prompt) => void): Promise<number> {
   let count = 0;
-  for await (const _prompt of readPrompts(file, limit)) count += 1;
+  for await (const prompt of readPrompts(file, limit)) {
+    check?.(prompt);
+    count += 1;
+  }
   return count;
 }
 
@@ -81,5 +87,6 @@ export function sampleOf(prompt: Prompt, sampleIndex: number): Sample {
     toolsKwargs: (row.extra_info?.tools_kwargs ?? {}) as Record<string, unknown>,
     interactionKwargs: (row.extra_info?.interaction_kwargs ?? {}) as Record<string, unknown>,
     extraInfo,
+    agentName: row.agent_name ?? null,
   };
 }

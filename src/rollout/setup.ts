@@ -14,6 +14,7 @@ import { UsageError } from "../errors.js";
 import { readTextFile } from "../data/text-file.js";
 import type { RolloutSection } from "./config.js";
 import type { TrajectoryContext } from "./run-trajectory.js";
+import { AgentLoopRegistry } from "./agent-loops.js";
 
 export interface RolloutParts {
   model: ChatModel;
@@ -24,6 +25,8 @@ export interface RolloutParts {
   rewardFunction: LoadedRewardFunction | undefined;
   /** custom_reward_function.reward_kwargs, passed to every reward call. */
   rewardKwargs: Record<string, unknown>;
+  /** The agent loops of actor_rollout_ref.rollout.agent, modules imported. */
+  agentLoops: AgentLoopRegistry;
   close(): Promise<void>;
 }
 
@@ -63,7 +66,9 @@ export async function loadRolloutParts(options: {
     throw err;
   }
   let rewardFunction: LoadedRewardFunction | undefined;
+  let agentLoops: AgentLoopRegistry;
   try {
+    agentLoops = await AgentLoopRegistry.load(options.rollout.agent);
     rewardFunction = options.rewardModulePath
       ? await loadRewardModule(options.rewardModulePath, options.rewardName ?? DEFAULT_REWARD_NAME, process.cwd(), options.rewardPython)
       : undefined;
@@ -79,6 +84,7 @@ export async function loadRolloutParts(options: {
     interactions,
     rewardFunction,
     rewardKwargs: options.rewardKwargs ?? {},
+    agentLoops,
     async close() {
       await Promise.all([tools?.close(), rewardFunction?.close?.()]);
     },
@@ -131,6 +137,7 @@ export function trajectoryContext(
     interactions: parts.interactions,
     rewardFunction: parts.rewardFunction,
     rewardKwargs: parts.rewardKwargs,
+    agentLoops: parts.agentLoops,
     rollout,
     maxPromptLength: lengths.maxPromptLength,
     maxResponseLength: lengths.maxResponseLength,

@@ -13,6 +13,7 @@ import type { LoadedRewardFunction } from "../rewards/index.js";
 import type { ToolCallRecord, TrajectorySegment, TrajectoryStatus } from "../data/trajectory.js";
 import type { RolloutSection } from "./config.js";
 import type { Sample } from "./sample.js";
+import type { AgentLoopRegistry } from "./agent-loops.js";
 
 export interface TrajectoryContext {
   model: ChatModel;
@@ -35,6 +36,8 @@ export interface TrajectoryContext {
   /** Greedy decoding for validation, whatever the config's temperature. */
   greedy?: boolean;
   warn?: (message: string) => void;
+  /** The registered agent loops a row's agent_name picks from; absent = the built-ins, tool_agent the default. */
+  agentLoops?: AgentLoopRegistry;
 }
 
 /** How a trajectory ended: the record's status, finish_reason and error. */

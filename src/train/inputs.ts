@@ -1,12 +1,13 @@
 /**
  * Inputs before outputs: `agentrl train` reads its prompts and loads the model's tokenizer and template, the parser,
- * tools, interactions and reward module first, so a missing, empty or wrong-schema dataset, a bad model folder, tool
- * or interaction config or reward module fails here, naming the file, before the run folder is made and before the
+ * tools, interactions, reward module and agent loops first, so a missing, empty or wrong-schema dataset (or a row's
+ * unknown agent_name), a bad model folder, tool or interaction config, reward module or agent loop module fails here, naming the file, before the run folder is made and before the
  * engine and the worker spend seconds starting.
  */
 import { InputError } from "../errors.js";
 import { readPrompts, type Prompt } from "../rollout/sample.js";
 import { loadRolloutParts, type RolloutParts } from "../rollout/setup.js";
+import { agentLoopNames, checkAgentName } from "../rollout/agent-loops.js";
 import { asList, type TrainConfig } from "./config.js";
 
 export interface TrainInputs {
@@ -22,8 +23,10 @@ export async function loadTrainInputs(config: TrainConfig, configFile: string | 
       hint: "set data.val_files, e.g. --set data.val_files=data/test.parquet",
     });
   }
-  const trainPrompts = await loadAll(asList(config.data.train_files), null);
-  const valPrompts = await loadAll(asList(config.data.val_files), config.data.val_max_samples);
+  // Each row's agent_name must name a registered agent loop (docs/agent-loops.md).
+  const loopNames = agentLoopNames(config.actor_rollout_ref.rollout.agent);
+  const trainPrompts = await loadAll(asList(config.data.train_files), null, loopNames);
+  const valPrompts = await loadAll(asList(config.data.val_files), config.data.val_max_samples, loopNames);
   const parts = await loadRolloutParts({
     modelPath: config.actor_rollout_ref.model.path,
     rollout: config.actor_rollout_ref.rollout,
@@ -35,11 +38,12 @@ export async function loadTrainInputs(config: TrainConfig, configFile: string | 
   return { trainPrompts, valPrompts, parts };
 }
 
-async function loadAll(files: string[], limit: number | null): Promise<Prompt[]> {
+async function loadAll(files: string[], limit: number | null, loopNames: readonly string[]): Promise<Prompt[]> {
   const prompts: Prompt[] = [];
   for (const file of files) {
     for await (const prompt of readPrompts(file)) {
       if (limit !== null && prompts.length >= limit) return prompts;
+      checkAgentName(prompt.row.agent_name, loopNames, `${file}: row ${prompt.dataIndex}`);
       // Indices run on across files, so every prompt of the run has its own data_index.
       prompts.push({ ...prompt, dataIndex: prompts.length });
     }

@@ -1,0 +1,235 @@
+/**
+ * Agent loops: what runs between the start of a trajectory and its record. A loop is a function of an AgentLoopApi,
+ * the primitives of one trajectory: generate (token-in/token-out, mask 1), parse and call tools (with their error
+ * observations), ask the simulated user, append messages (template deltas, mask 0). The Conversation owns the token
+ * record and its masks; a loop only ever adds to it through these primitives. The built-in loops (tool_agent,
+ * single_turn_agent) are written on the same API a user's module gets (docs/agent-loops.md).
+ */
+import type { ChatMessage } from "../chat/index.js";
+import type { ParseResult } from "../parsers/index.js";
+import type { MultiTurnConfig } from "./config.js";
+import type { Sample } from "./sample.js";
+import { parseToolCalls, sampleAssistantTurn } from "./assistant-turn.js";
+import { appendEnvironment, interactionTurn, toolTurn } from "./environment-turn.js";
+import { openConversation, PromptTooLongError } from "./conversation-start.js";
+import { errorText, type Finish, type TrajectoryInFlight } from "./trajectory-state.js";
+
+/** One assistant turn: the ids the engine sampled (appended with mask 1) and their text; `finish` ends the trajectory. */
+export interface Generation {
+  ids: number[];
+  /** The turn's text without special tokens. */
+  text: string;
+  /** Set when the trajectory ends with this turn (length cut, budget spent, deadline, server down, abort). */
+  finish?: Finish;
+}
+
+/** A tool call a loop makes itself, by name (the model's own calls come from parseToolCalls). */
+export interface ToolCallRequest {
+  name: string;
+  arguments: Record<string, unknown>;
+}
+
+/** What the token record holds so far (copies: writing to them changes nothing). */
+export interface TokenRecordView {
+  ids: number[];
+  /** 0 on prompt and environment tokens, 1 on sampled tokens; owned by the Conversation. */
+  mask: number[];
+  promptLength: number;
+  responseLength: number;
+  assistantTurns: number;
+}
+
+/**
+ * The primitives of one trajectory. Every primitive that can end the trajectory returns a Finish (or a Generation
+ * with one); once one has, the trajectory is over: later primitives do nothing and return that Finish again, and it
+ * is the trajectory's outcome whatever the loop returns.
+ */
+export interface AgentLoopApi {
+  /** The dataset row the trajectory runs: messages, groundTruth, toolsKwargs, interactionKwargs, extraInfo, agentName. */
+  readonly sample: Readonly<Sample>;
+  /** The trajectory's id (`<data_index>-<sample_index>`). */
+  readonly id: string;
+  /** actor_rollout_ref.rollout.multi_turn. */
+  readonly multiTurn: Readonly<MultiTurnConfig>;
+  /** True when a simulated user (interaction) answers this trajectory. */
+  readonly hasInteraction: boolean;
+  /** The conversation's messages so far (copies). */
+  messages(): ChatMessage[];
+  tokens(): TokenRecordView;
+  /** Sends the token record to /generate and appends the sampled ids untouched (mask 1). */
+  generate(): Promise<Generation>;
+  /** The last assistant turn's tool calls and parse errors; undefined when it attempted none (or without tools). */
+  parseToolCalls(): ParseResult | undefined;
+  /** Runs calls through the trajectory's tool session and appends their observations (errors included, mask 0). */
+  callTools(calls: ParseResult | readonly ToolCallRequest[]): Promise<Finish | undefined>;
+  /** Asks the simulated user for its reply and appends it (mask 0); its last reply ends the trajectory. */
+  interact(): Promise<Finish | undefined>;
+  /**
+   * Appends messages (a user message, an observation): after an assistant turn as a template delta (mask 0); before
+   * the first one, they join the prompt, which is rendered again.
+   */
+  append(messages: readonly ChatMessage[]): Finish | undefined;
+  /** multi_turn's max_assistant_turns / max_user_turns, checked after an assistant turn; `attemptedCall`: it made one. */
+  turnLimit(attemptedCall: boolean): Finish | undefined;
+  /** The built-in tool loop (tool_agent), run from where the trajectory is now. */
+  runToolLoop(): Promise<Finish>;
+}
+
+/** A loop returns how the trajectory ended, or nothing (completed, stop). */
+export type AgentLoop = (agent: AgentLoopApi) => Promise<Finish | void | undefined> | Finish | void | undefined;
+
+const STOP: Finish = { status: "completed", reason: "stop" };
+
+/** The built-in loop (verl's tool_agent): generate; tools, the simulated user, or stop; until something ends it. */
+export async function toolAgentLoop(agent: AgentLoopApi): Promise<Finish> {
+  for (;;) {
+    const generated = await agent.generate();
+    if (generated.finish) return generated.finish;
+    if (!agent.multiTurn.enable) return STOP;
+    const calls = agent.parseToolCalls();
+    const limit = agent.turnLimit(calls !== undefined);
+    if (limit) return limit;
+    // No call and nobody to reply: the model is done.
+    const answered = calls ? await agent.callTools(calls) : agent.hasInteraction ? await agent.interact() : STOP;
+    if (answered) return answered;
+  }
+}
+
+/** verl's single_turn_agent: one assistant turn, no tools. */
+export async function singleTurnAgentLoop(agent: AgentLoopApi): Promise<Finish> {
+  return (await agent.generate()).finish ?? STOP;
+}
+
+/** A loop chosen for a trajectory: its registered name, and whether it is agentrl's own (then a throw is a bug). */
+export interface SelectedAgentLoop {
+  name: string;
+  loop: AgentLoop;
+  builtin: boolean;
+}
+
+/**
+ * Runs the loop on the trajectory and returns its outcome. A user's loop that throws fails the trajectory (the run
+ * goes on); a built-in one that throws is a bug and throws on.
+ */
+export async function runAgentLoop(selected: SelectedAgentLoop, run: TrajectoryInFlight): Promise<Finish> {
+  const api = new TrajectoryAgent(run);
+  let returned: Finish | void | undefined;
+  try {
+    returned = await selected.loop(api);
+  } catch (err) {
+    if (selected.builtin || err instanceof PromptTooLongError) throw err;
+    return api.ended ?? { status: "failed", reason: "agent_loop_error", error: `agent loop ${selected.name} failed: ${errorText(err)}` };
+  }
+  return api.ended ?? finishOf(returned, selected.name);
+}
+
+const STATUSES = new Set(["completed", "truncated", "aborted", "failed"]);
+
+/** What a loop returned, checked: nothing is a stop; anything but a Finish fails the trajectory, naming the loop. */
+function finishOf(returned: unknown, name: string): Finish {
+  if (returned === undefined || returned === null) return STOP;
+  const finish = returned as Partial<Finish>;
+  if (typeof finish === "object" && STATUSES.has(finish.status as string) && typeof finish.reason === "string") {
+    return { status: finish.status!, reason: finish.reason, ...(typeof finish.error === "string" ? { error: finish.error } : {}) };
+  }
+  return {
+    status: "failed",
+    reason: "agent_loop_error",
+    error: `agent loop ${name} returned ${JSON.stringify(returned)?.slice(0, 200)}, not undefined or { status, reason }`,
+  };
+}
+
+/** The AgentLoopApi of one trajectory in flight. */
+class TrajectoryAgent implements AgentLoopApi {
+  /** The Finish a primitive returned: the trajectory is over. */
+  ended: Finish | undefined;
+
+  constructor(private readonly run: TrajectoryInFlight) {}
+
+  get sample(): Readonly<Sample> {
+    return this.run.sample;
+  }
+  get id(): string {
+    return this.run.id;
+  }
+  get multiTurn(): Readonly<MultiTurnConfig> {
+    return this.run.ctx.rollout.multi_turn;
+  }
+  get hasInteraction(): boolean {
+    return this.run.interaction?.instanceId !== undefined;
+  }
+
+  messages(): ChatMessage[] {
+    return this.run.conversation.messages.map((message) => structuredClone(message));
+  }
+
+  tokens(): TokenRecordView {
+    const { conversation } = this.run;
+    return {
+      ids: [...conversation.tokenIds],
+      mask: [...conversation.lossMask],
+      promptLength: conversation.promptLength,
+      responseLength: conversation.responseLength,
+      assistantTurns: conversation.assistantTurns,
+    };
+  }
+
+  async generate(): Promise<Generation> {
+    if (this.ended) return { ids: [], text: "", finish: this.ended };
+    const before = this.run.conversation.totalLength;
+    const finish = this.end(await sampleAssistantTurn(this.run));
+    const ids = this.run.conversation.tokenIds.slice(before);
+    const text = this.run.ctx.model.decode(ids, { skipSpecialTokens: true });
+    return { ids, text, ...(finish ? { finish } : {}) };
+  }
+
+  parseToolCalls(): ParseResult | undefined {
+    return this.ended ? undefined : parseToolCalls(this.run);
+  }
+
+  async callTools(calls: ParseResult | readonly ToolCallRequest[]): Promise<Finish | undefined> {
+    if (this.ended) return this.ended;
+    const parsed: ParseResult = Array.isArray(calls)
+      ? { normalText: "", calls: calls.map((call) => ({ ...call, raw: JSON.stringify(call) })), errors: [], hasCallMarker: true }
+      : (calls as ParseResult);
+    return this.end(await toolTurn(this.run, parsed));
+  }
+
+  async interact(): Promise<Finish | undefined> {
+    if (this.ended) return this.ended;
+    const interaction = this.run.interaction;
+    if (interaction?.instanceId === undefined) throw new Error("interact(): this trajectory has no simulated user (hasInteraction is false)");
+    return this.end(await interactionTurn(this.run, interaction.handler, interaction.instanceId));
+  }
+
+  append(messages: readonly ChatMessage[]): Finish | undefined {
+    if (this.ended) return this.ended;
+    const { run } = this;
+    if (run.conversation.assistantTurns > 0) return this.end(appendEnvironment(run, messages));
+    // Nothing sampled yet: the messages join the prompt (never masked), rendered again with it.
+    run.conversation = openConversation(run.sample, run.ctx, [...run.conversation.messages, ...messages]);
+    return undefined;
+  }
+
+  turnLimit(attemptedCall: boolean): Finish | undefined {
+    const { run } = this;
+    const multiTurn = run.ctx.rollout.multi_turn;
+    if (multiTurn.max_assistant_turns !== null && run.conversation.assistantTurns >= multiTurn.max_assistant_turns) {
+      return { status: "completed", reason: attemptedCall ? "max_assistant_turns" : "stop" };
+    }
+    const answers = attemptedCall || run.interaction !== undefined;
+    if (multiTurn.max_user_turns !== null && run.log.userTurns >= multiTurn.max_user_turns && answers) {
+      return { status: "completed", reason: "max_user_turns" };
+    }
+    return undefined;
+  }
+
+  runToolLoop(): Promise<Finish> {
+    return toolAgentLoop(this);
+  }
+
+  private end(finish: Finish | undefined): Finish | undefined {
+    if (finish && !this.ended) this.ended = finish;
+    return finish;
+  }
+}
