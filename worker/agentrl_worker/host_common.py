@@ -29,6 +29,16 @@ def exit_when_orphaned(parent: int, interval_s: float = 0.5) -> None:
     threading.Thread(target=loop, name="agentrl-orphan-watch", daemon=True).start()
 
 
+def watch_parent(parent: int | None) -> bool:
+    """With --parent-pid: False when the CLI is already gone (the host should exit at once), else watch it and True."""
+    if parent is None:
+        return True
+    if os.getppid() != parent:
+        return False
+    exit_when_orphaned(parent)
+    return True
+
+
 def protocol_stdout() -> TextIO:
     """The real stdout, for protocol lines; file descriptor 1 and sys.stdout then point at stderr, so whatever the
     user's code prints (Python or C) cannot corrupt the protocol."""

@@ -28,7 +28,7 @@ import sys
 import traceback
 from typing import Any, Callable, TextIO
 
-from agentrl_worker.host_common import exit_when_orphaned, last_line, protocol_stdout
+from agentrl_worker.host_common import last_line, protocol_stdout, watch_parent
 
 LOAD_FAILED_EXIT = 3
 
@@ -131,10 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("name", help="the function (custom_reward_function.name)")
     parser.add_argument("--parent-pid", type=int, default=None, help="exit when this process (the CLI) is gone")
     args = parser.parse_args(argv)
-    if args.parent_pid is not None:
-        if os.getppid() != args.parent_pid:
-            return 1
-        exit_when_orphaned(args.parent_pid)
+    if not watch_parent(args.parent_pid):
+        return 1
     replies = protocol_stdout()
     fn, hello = load_reward(args.file, args.name)
     replies.write(json.dumps(hello) + "\n")

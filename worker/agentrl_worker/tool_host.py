@@ -28,7 +28,7 @@ import threading
 import traceback
 from typing import Any, Optional, TextIO
 
-from agentrl_worker.host_common import exit_when_orphaned, last_line, protocol_stdout
+from agentrl_worker.host_common import last_line, protocol_stdout, watch_parent
 from agentrl_worker.verl_compat import STUB_NOTE, OpenAIFunctionToolSchema, _Model, install_verl_aliases
 
 LOAD_FAILED_EXIT = 3
@@ -252,10 +252,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--path", action="append", default=[], help="a folder put first on sys.path (repeatable)")
     parser.add_argument("--parent-pid", type=int, default=None, help="exit when this process (the CLI) is gone")
     args = parser.parse_args(argv)
-    if args.parent_pid is not None:
-        if os.getppid() != args.parent_pid:
-            return 1
-        exit_when_orphaned(args.parent_pid)
+    if not watch_parent(args.parent_pid):
+        return 1
     sys.path[:0] = [os.path.abspath(p) for p in args.path]
     replies = protocol_stdout()
     tool, hello = load_tool(args.class_name, json.loads(args.config), json.loads(args.schema))

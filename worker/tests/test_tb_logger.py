@@ -8,19 +8,24 @@ from pathlib import Path
 WORKER_DIR = Path(__file__).resolve().parents[1]
 
 
-def test_writes_numeric_metrics_at_their_step(tmp_path):
-    lines = [
-        {"step": 1, "time": 1.5, "critic/rewards/mean": 0.25, "actor/pg_loss": -0.1, "note": "text is skipped"},
-        {"step": 2, "time": 2.5, "critic/rewards/mean": 0.75},
-    ]
-    result = subprocess.run(
-        [sys.executable, "-m", "agentrl_worker.tb_logger", str(tmp_path)],
+def _log(tmp_path, lines, *extra_args):
+    """Runs the logger on metrics records, as the CLI feeds it, and returns the finished process."""
+    return subprocess.run(
+        [sys.executable, "-m", "agentrl_worker.tb_logger", str(tmp_path), *extra_args],
         input="".join(json.dumps(line) + "\n" for line in lines),
         text=True,
         capture_output=True,
         cwd=WORKER_DIR,
         check=False,
     )
+
+
+def test_writes_numeric_metrics_at_their_step(tmp_path):
+    lines = [
+        {"step": 1, "time": 1.5, "critic/rewards/mean": 0.25, "actor/pg_loss": -0.1, "note": "text is skipped"},
+        {"step": 2, "time": 2.5, "critic/rewards/mean": 0.75},
+    ]
+    result = _log(tmp_path, lines)
     assert result.returncode == 0, result.stderr
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -33,14 +38,7 @@ def test_writes_numeric_metrics_at_their_step(tmp_path):
 
 
 def test_names_the_run_once_as_a_text_summary(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-m", "agentrl_worker.tb_logger", str(tmp_path), "gsm8k-agents/seed0"],
-        input=json.dumps({"step": 1, "critic/rewards/mean": 0.5}) + "\n",
-        text=True,
-        capture_output=True,
-        cwd=WORKER_DIR,
-        check=False,
-    )
+    result = _log(tmp_path, [{"step": 1, "critic/rewards/mean": 0.5}], "gsm8k-agents/seed0")
     assert result.returncode == 0, result.stderr
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
