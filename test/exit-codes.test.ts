@@ -307,6 +307,8 @@ const TABLE: Case[] = [
   { command: "serve", what: "--engine unknown", category: "bad flag", args: () => ["serve", "--engine", "vllm", "--model", DEMO_MODEL], code: 2, message: () => /--engine must be embedded or sglang, got 'vllm'/ },
   { command: "serve", what: "--port 70000", category: "bad flag", args: () => [...serve()(), "--port", "70000"], code: 2, message: () => /--port/ },
   { command: "serve", what: "--log-file in a read-only folder", category: "permission", args: () => [...serve()(), "--log-file", f("read-only/engine.log")], code: 2, message: () => new RegExp(`${p(f("read-only/engine.log"))}: cannot write in ${p(f("read-only"))}: permission denied`), output: () => f("read-only/engine.log") },
+  { command: "serve", what: "--python missing", category: "missing or wrong kind of input path", args: () => [...serve()(), "--python", f("no-python/bin/python")], code: 2, message: () => new RegExp(`${p(f("no-python/bin/python"))}: no such file`) },
+  { command: "serve", what: "--python a folder", category: "missing or wrong kind of input path", args: () => [...serve()(), "--python", f("a-folder")], code: 2, message: () => new RegExp(`${p(f("a-folder"))}: is a folder, expected an executable file`) },
   { command: "serve", what: "an engine that exits during start-up", category: "run-time failure", args: serve(), code: 1, message: () => /the embedded engine exited during start-up/ },
 
   // ---- doctor ----

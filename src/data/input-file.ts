@@ -29,3 +29,13 @@ export async function checkInputFile(file: string, expected: string): Promise<vo
   }
   if (stat.isDirectory()) throw new InputError(`${file}: is a folder, expected ${expected}`);
 }
+
+/** Throws an InputError naming `file` (given as `flag`) unless it is a file this process may execute. */
+export async function checkExecutable(file: string, flag: string): Promise<void> {
+  await checkInputFile(file, "an executable file");
+  try {
+    await fs.access(file, constants.X_OK);
+  } catch {
+    throw new InputError(`${flag} ${file}: not executable`);
+  }
+}

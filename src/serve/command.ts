@@ -7,6 +7,7 @@
 import { ExitError, UsageError } from "../errors.js";
 import { handleInterrupts } from "../interrupt.js";
 import type { ServeFlags } from "../cli/commands/serve.js";
+import { checkExecutable } from "../data/input-file.js";
 import { checkOutputPath } from "../data/output-path.js";
 import { describeExit, type ProcessExit } from "../process/index.js";
 import { ServerStartError } from "./errors.js";
@@ -29,6 +30,8 @@ export async function runServeCommand(flags: ServeFlags, serverArgs: readonly st
   if (!flags.model) throw new UsageError("serve needs --model DIR");
   // Before the server starts: a log file that cannot be written would fail (or crash) only once it runs.
   if (flags.logFile) await checkOutputPath(flags.logFile, "file");
+  // A path given as --python is checked here: a missing interpreter is the user's input, not an engine that failed.
+  if (flags.python?.includes("/")) await checkExecutable(flags.python, "--python");
   const apiKey = flags.apiKey ?? process.env.SGLANG_API_KEY;
   const showLines = !flags.quiet && !flags.logFile;
 
