@@ -168,16 +168,17 @@ describe("python sandbox (bwrap)", () => {
     const hostTmp = tempDir("sandbox-host");
     const script = [
       `import { pythonToolConfigSchema, runPythonCode } from ${JSON.stringify(path.join(REPO_ROOT, "dist/tools/index.js"))};`,
-      `const config = pythonToolConfigSchema.parse({ python: ${JSON.stringify(VENV_PYTHON)}, timeout_s: 60 });`,
-      "await runPythonCode('import os, time\\nif os.fork() == 0:\\n    os.setsid()\\n    time.sleep(60)\\ntime.sleep(60)\\n', config);",
+      `const config = pythonToolConfigSchema.parse({ python: ${JSON.stringify(VENV_PYTHON)}, timeout_s: 60, allow_subprocess: true });`,
+      // The forked, setsid'd grandchild sleeps; the parent says it is up (a file in its scratch folder), then sleeps.
+      "await runPythonCode('import os, time\\nif os.fork() == 0:\\n    os.setsid()\\n    time.sleep(60)\\nopen(\\'up\\', \\'w\\').write(\\'1\\')\\ntime.sleep(60)\\n', config);",
     ].join("\n");
     const host = spawn(process.execPath, ["--input-type=module", "-e", script], { env: { ...process.env, TMPDIR: hostTmp }, stdio: ["ignore", "ignore", "inherit"] });
     try {
-      let running: number[] = [];
-      for (let waited = 0; running.length < 2 && waited < 30_000; waited += 50) {
-        await sleep(50);
-        running = hostPidsWith(hostTmp);
-      }
+      // The kill lands while the call runs, its grandchild forked: not during the sandbox's own start-up.
+      const isUp = () => readdirSync(hostTmp).some((name) => existsSync(path.join(hostTmp, name, "up")));
+      for (let waited = 0; !isUp() && waited < 30_000; waited += 50) await sleep(50);
+      expect(isUp()).toBe(true);
+      const running = hostPidsWith(hostTmp);
       // bwrap and the interpreters it started, all naming the scratch folder.
       expect(running.length).toBeGreaterThanOrEqual(2);
       host.kill("SIGKILL");
