@@ -117,6 +117,29 @@ describe("AgentLoopApi", () => {
     expectMaskOnSampledOnly(t);
   });
 
+  it("a loop that hangs past trajectory_timeout is left behind: the trajectory ends at its deadline, and later primitives change nothing", async () => {
+    let sawAbort = false;
+    let release: () => void = () => undefined;
+    let late: unknown;
+    const ctx = await context({
+      hang: async (agent) => {
+        await agent.generate();
+        agent.signal.addEventListener("abort", () => void (sawAbort = true));
+        await new Promise<void>((resolve) => (release = resolve)); // ignores its signal
+        late = agent.append([{ role: "user", content: "too late" }]);
+      },
+    });
+    ctx.rollout = rolloutSchema.parse({ trajectory_timeout: 0.3 });
+    const t = await runTrajectory(sample("hang"), ctx);
+    expect([t.status, t.finish_reason, sawAbort]).toEqual(["aborted", "deadline", true]);
+    expect(kinds(t)).toEqual(["assistant"]);
+    const recorded = t.response_ids.length;
+    release();
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(late).toEqual({ status: "aborted", reason: "deadline" });
+    expect(t.response_ids).toHaveLength(recorded);
+  });
+
   it("a loop that returns something other than a Finish fails its trajectory, naming the loop", async () => {
     const ctx = await context({ odd: () => "done" as never });
     const t = await runTrajectory(sample("odd"), ctx);

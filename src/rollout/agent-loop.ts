@@ -9,7 +9,7 @@ import type { ChatMessage } from "../chat/index.js";
 import type { ParseResult } from "../parsers/index.js";
 import type { MultiTurnConfig } from "./config.js";
 import type { Sample } from "./sample.js";
-import { parseToolCalls, sampleAssistantTurn } from "./assistant-turn.js";
+import { deadlineFinish, parseToolCalls, sampleAssistantTurn } from "./assistant-turn.js";
 import { appendEnvironment, interactionTurn, toolTurn } from "./environment-turn.js";
 import { openConversation, PromptTooLongError } from "./conversation-start.js";
 import { errorText, type Finish, type TrajectoryInFlight } from "./trajectory-state.js";
@@ -49,6 +49,12 @@ export interface AgentLoopApi {
   readonly sample: Readonly<Sample>;
   /** The trajectory's id (`<data_index>-<sample_index>`). */
   readonly id: string;
+  /**
+   * Aborts at the trajectory's deadline (trajectory_timeout, over-sampling, Ctrl-C). The primitives honour it
+   * themselves; a loop that waits on something else should too: past the deadline the trajectory is recorded without
+   * waiting for the loop.
+   */
+  readonly signal: AbortSignal;
   /** actor_rollout_ref.rollout.multi_turn. */
   readonly multiTurn: Readonly<MultiTurnConfig>;
   /** True when a simulated user (interaction) answers this trajectory. */
@@ -109,18 +115,29 @@ export interface SelectedAgentLoop {
 
 /**
  * Runs the loop on the trajectory and returns its outcome. A user's loop that throws fails the trajectory (the run
- * goes on); a built-in one that throws is a bug and throws on.
+ * goes on); a built-in one that throws is a bug and throws on. A user's loop still running at the deadline is left
+ * behind: the trajectory ends there, once the primitive in flight (which honours the deadline) has settled, and
+ * whatever the loop does later changes nothing.
  */
 export async function runAgentLoop(selected: SelectedAgentLoop, run: TrajectoryInFlight): Promise<Finish> {
   const api = new TrajectoryAgent(run);
-  let returned: Finish | void | undefined;
+  let returned: Finish | void | undefined | typeof DEADLINE;
   try {
-    returned = await selected.loop(api);
+    const running = Promise.resolve(selected.loop(api));
+    returned = selected.builtin ? await running : await Promise.race([running, deadlinePassed(run.deadline)]);
   } catch (err) {
     if (selected.builtin || err instanceof PromptTooLongError) throw err;
     return api.ended ?? { status: "failed", reason: "agent_loop_error", error: `agent loop ${selected.name} failed: ${errorText(err)}` };
   }
+  if (returned === DEADLINE) return api.abandon(deadlineFinish(run.ctx.signal));
   return api.ended ?? finishOf(returned, selected.name);
+}
+
+const DEADLINE = Symbol("deadline");
+
+function deadlinePassed(signal: AbortSignal): Promise<typeof DEADLINE> {
+  if (signal.aborted) return Promise.resolve(DEADLINE);
+  return new Promise((resolve) => signal.addEventListener("abort", () => resolve(DEADLINE), { once: true }));
 }
 
 const STATUSES = new Set(["completed", "truncated", "aborted", "failed"]);
@@ -143,6 +160,8 @@ function finishOf(returned: unknown, name: string): Finish {
 class TrajectoryAgent implements AgentLoopApi {
   /** The Finish a primitive returned: the trajectory is over. */
   ended: Finish | undefined;
+  /** The primitives running now: the record waits for them before it is read. */
+  private readonly inFlight = new Set<Promise<unknown>>();
 
   constructor(private readonly run: TrajectoryInFlight) {}
 
@@ -151,6 +170,9 @@ class TrajectoryAgent implements AgentLoopApi {
   }
   get id(): string {
     return this.run.id;
+  }
+  get signal(): AbortSignal {
+    return this.run.deadline;
   }
   get multiTurn(): Readonly<MultiTurnConfig> {
     return this.run.ctx.rollout.multi_turn;
@@ -174,7 +196,11 @@ class TrajectoryAgent implements AgentLoopApi {
     };
   }
 
-  async generate(): Promise<Generation> {
+  generate(): Promise<Generation> {
+    return this.track(this.generateTurn());
+  }
+
+  private async generateTurn(): Promise<Generation> {
     if (this.ended) return { ids: [], text: "", finish: this.ended };
     const before = this.run.conversation.totalLength;
     const finish = this.end(await sampleAssistantTurn(this.run));
@@ -187,7 +213,11 @@ class TrajectoryAgent implements AgentLoopApi {
     return this.ended ? undefined : parseToolCalls(this.run);
   }
 
-  async callTools(calls: ParseResult | readonly ToolCallRequest[]): Promise<Finish | undefined> {
+  callTools(calls: ParseResult | readonly ToolCallRequest[]): Promise<Finish | undefined> {
+    return this.track(this.runCalls(calls));
+  }
+
+  private async runCalls(calls: ParseResult | readonly ToolCallRequest[]): Promise<Finish | undefined> {
     if (this.ended) return this.ended;
     const parsed: ParseResult = Array.isArray(calls)
       ? { normalText: "", calls: calls.map((call) => ({ ...call, raw: JSON.stringify(call) })), errors: [], hasCallMarker: true }
@@ -195,7 +225,11 @@ class TrajectoryAgent implements AgentLoopApi {
     return this.end(await toolTurn(this.run, parsed));
   }
 
-  async interact(): Promise<Finish | undefined> {
+  interact(): Promise<Finish | undefined> {
+    return this.track(this.askUser());
+  }
+
+  private async askUser(): Promise<Finish | undefined> {
     if (this.ended) return this.ended;
     const interaction = this.run.interaction;
     if (interaction?.instanceId === undefined) throw new Error("interact(): this trajectory has no simulated user (hasInteraction is false)");
@@ -226,6 +260,20 @@ class TrajectoryAgent implements AgentLoopApi {
 
   runToolLoop(): Promise<Finish> {
     return toolAgentLoop(this);
+  }
+
+  /** Ends the trajectory with `finish` (unless a primitive already did) once the primitive in flight has settled. */
+  async abandon(finish: Finish): Promise<Finish> {
+    this.ended ??= finish;
+    await Promise.allSettled(this.inFlight);
+    return this.ended;
+  }
+
+  private track<T>(primitive: Promise<T>): Promise<T> {
+    this.inFlight.add(primitive);
+    const settled = () => void this.inFlight.delete(primitive);
+    primitive.then(settled, settled);
+    return primitive;
   }
 
   private end(finish: Finish | undefined): Finish | undefined {

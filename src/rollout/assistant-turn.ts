@@ -98,7 +98,7 @@ function generateFailure(run: TrajectoryInFlight, err: unknown): Finish {
  * The trajectory's deadline fired: its own trajectory_timeout, or the run-wide signal, which is over-sampling or
  * Ctrl-C (then the trajectory is not recorded at all).
  */
-function deadlineFinish(runSignal: AbortSignal): Finish {
+export function deadlineFinish(runSignal: AbortSignal): Finish {
   if (!runSignal.aborted) return { status: "aborted", reason: "deadline" };
   return { status: "aborted", reason: runSignal.reason instanceof OverSampleAbort ? OVER_SAMPLE_FINISH_REASON : "cancelled" };
 }
