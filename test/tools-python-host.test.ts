@@ -42,7 +42,7 @@ const registries: ToolRegistry[] = [];
 afterAll(async () => {
   await Promise.all(registries.map((r) => r.close()));
   // Every host removed its scratch folder.
-  expect(readdirSync(os.tmpdir()).filter((name) => name.startsWith("agentrl-toolhost-"))).toEqual([]);
+  expect(readdirSync(os.tmpdir()).filter((name) => name.startsWith("agentrl-host-"))).toEqual([]);
 });
 
 async function loaded(entries: string): Promise<ToolRegistry> {
@@ -208,7 +208,7 @@ describe("agentrl rollout with the Python gsm8k tool and a JS tool in one YAML",
 
 describe("a bad interpreter", () => {
   it("is an InputError naming the entry and the interpreter, leaving no scratch folder", async () => {
-    const scratch = () => readdirSync(os.tmpdir()).filter((name) => name.startsWith("agentrl-toolhost-"));
+    const scratch = () => readdirSync(os.tmpdir()).filter((name) => name.startsWith("agentrl-host-"));
     const before = scratch();
     const failure = await load(entry("misbehaving.py#TrickyTool", "t", "{type: native, tool_host: {python: /nonexistent/python3}}")).then(
       () => new Error("loaded"),

@@ -40,9 +40,6 @@ const honoured = (value?: unknown): VerlVerdict => (value === undefined ? { clas
 const noted = (note: string, value?: unknown): VerlVerdict => (value === undefined ? { class: "noted", note } : { class: "noted", note, value });
 const refused = (why: string): VerlVerdict => ({ class: "refused", why });
 
-const AGENT_LOOP_CONFIG =
-  "verl's agent loop file names Python classes (_target_); agentrl registers JS agent loops in actor_rollout_ref.rollout.agent.agent_loops (name: module.mjs; docs/agent-loops.md), Python loops are not supported yet";
-
 const TRAIN = ["train"] as const;
 const SFT = ["sft"] as const;
 const ROLLOUT_AND_TRAIN = ["rollout", "train"] as const;
@@ -190,12 +187,6 @@ export const VERL_KEYS: readonly VerlKey[] = [
     "the engine loads actor_rollout_ref.model.path itself and gets the trained weights every step"),
   ignored("actor_rollout_ref.rollout.agent.num_workers", ROLLOUT_AND_TRAIN,
     "no agent-loop worker processes: every trajectory runs in agentrl's own event loop, actor_rollout_ref.rollout.max_concurrency at once"),
-  {
-    key: "actor_rollout_ref.rollout.agent.agent_loop_config_path",
-    commands: ROLLOUT_AND_TRAIN,
-    verdict: (value) => (value === null || value === undefined ? honoured() : refused(AGENT_LOOP_CONFIG)),
-    summary: `null: honoured; a file: refused (${AGENT_LOOP_CONFIG})`,
-  },
   ignored("actor_rollout_ref.rollout.layered_summon", TRAIN, `gathers LoRA weights for the rollout; ${NO_LORA}`, { values: BOOLEANS }),
 
   // algorithm

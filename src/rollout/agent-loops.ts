@@ -6,8 +6,11 @@
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { InputError } from "../errors.js";
+import { pythonClassPath } from "../tools/index.js";
 import type { AgentSection } from "./config.js";
 import { singleTurnAgentLoop, toolAgentLoop, type AgentLoop, type SelectedAgentLoop } from "./agent-loop.js";
+import { readAgentLoopFile } from "./agent-loop-file.js";
+import { PythonAgentLoop } from "./python-agent-loop.js";
 
 export const DEFAULT_AGENT_LOOP = "tool_agent";
 
@@ -16,16 +19,17 @@ const BUILTIN_LOOPS: Readonly<Record<string, AgentLoop>> = {
   single_turn_agent: singleTurnAgentLoop,
 };
 
-/** The names a config registers, built-ins first; `default_agent_loop` must be one of them. */
-export function agentLoopNames(agent: AgentSection): string[] {
-  return [...new Set([...Object.keys(BUILTIN_LOOPS), ...Object.keys(agent.agent_loops)])];
+/** The names a config registers, built-ins first, agent_loop_config_path's read but nothing loaded. */
+export async function agentLoopNames(agent: AgentSection): Promise<string[]> {
+  const fromFile = agent.agent_loop_config_path ? (await readAgentLoopFile(agent.agent_loop_config_path)).map((entry) => entry.name) : [];
+  return [...new Set([...Object.keys(BUILTIN_LOOPS), ...Object.keys(agent.agent_loops), ...fromFile])];
 }
 
 /** An InputError unless `agentName` (a row's, when set) names a registered loop; `where` names the row. */
 export function checkAgentName(agentName: string | null | undefined, names: readonly string[], where: string): void {
   if (agentName == null || names.includes(agentName)) return;
   throw new InputError(`${where}: agent_name "${agentName}" is not a registered agent loop (registered: ${names.join(", ")})`, {
-    hint: "register it under actor_rollout_ref.rollout.agent.agent_loops (name: module.mjs), or fix the row's agent_name",
+    hint: "register it under actor_rollout_ref.rollout.agent.agent_loops (name: module.mjs or module.py) or in agent_loop_config_path, or fix the row's agent_name",
   });
 }
 
@@ -33,6 +37,8 @@ export class AgentLoopRegistry {
   private constructor(
     private readonly loops: ReadonlyMap<string, SelectedAgentLoop>,
     readonly defaultName: string,
+    /** Python loops' hosts, ended by close(). */
+    private readonly hosts: readonly PythonAgentLoop[] = [],
   ) {}
 
   /** Only the built-ins, tool_agent the default. */
@@ -41,18 +47,44 @@ export class AgentLoopRegistry {
   }
 
   /** The built-ins and `loops` (user loops, in process: a throw fails the trajectory), `defaultName` for rows without agent_name. */
-  static withLoops(loops: Readonly<Record<string, AgentLoop>>, defaultName = DEFAULT_AGENT_LOOP): AgentLoopRegistry {
+  static withLoops(loops: Readonly<Record<string, AgentLoop>>, defaultName = DEFAULT_AGENT_LOOP, hosts: readonly PythonAgentLoop[] = []): AgentLoopRegistry {
     const entries = new Map(Object.entries(BUILTIN_LOOPS).map(([name, loop]) => [name, { name, loop, builtin: true }]));
-    for (const [name, loop] of Object.entries(loops)) entries.set(name, { name, loop, builtin: false });
+    for (const [name, loop] of Object.entries(loops)) entries.set(name, { name, loop, builtin: Object.values(BUILTIN_LOOPS).includes(loop) });
     checkAgentName(defaultName, [...entries.keys()], "actor_rollout_ref.rollout.agent.default_agent_loop");
-    return new AgentLoopRegistry(entries, defaultName);
+    return new AgentLoopRegistry(entries, defaultName, hosts);
   }
 
-  /** The config's loops, their modules imported now, so a missing module or export fails before any rollout. */
+  /**
+   * The config's loops (agent_loops, then agent_loop_config_path's), JS modules imported and Python hosts started
+   * now, so a missing module, export or function fails before any rollout.
+   */
   static async load(agent: AgentSection, cwd = process.cwd()): Promise<AgentLoopRegistry> {
     const loops: Record<string, AgentLoop> = {};
-    for (const [name, modulePath] of Object.entries(agent.agent_loops)) loops[name] = await importAgentLoop(name, modulePath, cwd);
-    return AgentLoopRegistry.withLoops(loops, agent.default_agent_loop);
+    const hosts: PythonAgentLoop[] = [];
+    const add = async (name: string, target: string, label: string, where: string, kwargs: Record<string, unknown>) => {
+      const python = pythonClassPath(target);
+      if (!python) return void (loops[name] = await importAgentLoop(where, target, cwd));
+      const file = "file" in python ? path.resolve(cwd, python.file) : undefined;
+      const resolved = "file" in python ? `${file}${python.className ? `#${python.className}` : ""}` : python.dotted;
+      const paths = [file ? path.dirname(file) : cwd];
+      const host = await PythonAgentLoop.load({ name, label, kwargs, where, host: agent.python_host, target: resolved, paths });
+      hosts.push(host);
+      loops[name] = host.loop;
+    };
+    try {
+      for (const [name, target] of Object.entries(agent.agent_loops)) {
+        await add(name, target, target, `agent loop ${name} (${target})`, {});
+      }
+      for (const entry of agent.agent_loop_config_path ? await readAgentLoopFile(agent.agent_loop_config_path) : []) {
+        if (entry.name in loops) throw new InputError(`${entry.where}: agent loop ${entry.name} is also registered in actor_rollout_ref.rollout.agent.agent_loops`);
+        if ("builtin" in entry.loop) loops[entry.name] = BUILTIN_LOOPS[entry.loop.builtin]!;
+        else await add(entry.name, entry.loop.target, entry.loop.target, `${entry.where} (${entry.loop.target})`, entry.kwargs);
+      }
+      return AgentLoopRegistry.withLoops(loops, agent.default_agent_loop, hosts);
+    } catch (err) {
+      await Promise.all(hosts.map((host) => host.close()));
+      throw err;
+    }
   }
 
   names(): string[] {
@@ -64,14 +96,15 @@ export class AgentLoopRegistry {
     checkAgentName(agentName, this.names(), where);
     return this.loops.get(agentName ?? this.defaultName)!;
   }
+
+  /** Ends the Python loops' hosts. */
+  async close(): Promise<void> {
+    await Promise.all(this.hosts.map((host) => host.close()));
+  }
 }
 
 /** A module's loop: its default export, or an export named agentLoop, each a function of the AgentLoopApi. */
-async function importAgentLoop(name: string, modulePath: string, cwd: string): Promise<AgentLoop> {
-  const where = `agent loop ${name} (${modulePath})`;
-  if (modulePath.endsWith(".py")) {
-    throw new InputError(`${where}: Python agent loops are not supported yet`, { hint: "write the loop as a .js/.mjs module (docs/agent-loops.md)" });
-  }
+async function importAgentLoop(where: string, modulePath: string, cwd: string): Promise<AgentLoop> {
   if (/\.(c|m)?ts$/.test(modulePath)) {
     throw new InputError(`${where}: TypeScript modules cannot be loaded by Node 20`, { hint: "compile it to .js (npx tsc) and register the .js file" });
   }

@@ -103,7 +103,7 @@ async function checkInputs(config: RolloutConfig, flags: RolloutFlags): Promise<
   await checkOutputPath(config.output.path, "file");
   await checkTrajectoryOutput(config.output.path, writerOptions);
   // A row's agent_name must name a registered loop: checked on the names, before any module loads or output exists.
-  const loopNames = agentLoopNames(rollout.agent);
+  const loopNames = await agentLoopNames(rollout.agent);
   const prompts = await countPrompts(dataPath, config.data.limit, (prompt) =>
     checkAgentName(prompt.row.agent_name, loopNames, `${dataPath}: row ${prompt.dataIndex}`),
   );

@@ -4,6 +4,7 @@
  * Every key has a default and a description; docs/config.md is generated from the same descriptions.
  */
 import { z } from "zod";
+import { toolHostConfigSchema } from "../tools/python-host.js";
 import { PARSER_FORMATS } from "../parsers/index.js";
 import { TOOL_LIFETIMES } from "../tools/index.js";
 import { builtinRewardKwargsSchema, DEFAULT_REWARD_NAME } from "../rewards/reward.js";
@@ -77,7 +78,13 @@ export const agentSchema = z
       .describe("agent loop of rows without agent_name: tool_agent (built-in: tools, simulated user, multi_turn limits), single_turn_agent (one turn) or a name of agent_loops (verl's default_agent_loop)"),
     agent_loops: z
       .record(z.string().min(1), z.string().min(1)).default({})
-      .describe("custom agent loops: name -> JS module (.js/.mjs, relative to the working folder) whose default export runs a trajectory; a row's agent_name picks one (docs/agent-loops.md)"),
+      .describe("custom agent loops: name -> module, relative to the working folder: JS (.js/.mjs, its default export) or Python (file.py for its agent_loop, file.py#name, pkg.mod.name); a row's agent_name picks one (docs/agent-loops.md)"),
+    agent_loop_config_path: z
+      .string().min(1).nullable().default(null)
+      .describe("verl's agent loop file: a YAML list of {name, _target_, ...kwargs}, _target_ a Python loop (pkg.mod.name, file.py#name; other keys go to a loop class) or a JS module; verl's ToolAgentLoop and SingleTurnAgentLoop are the built-ins (docs/agent-loops.md)"),
+    python_host: toolHostConfigSchema
+      .prefault({})
+      .describe("how Python agent loops run: the Python tool host's keys (python, sandbox: bwrap | none, bwrap, allow_network, startup_timeout_s)"),
   })
   .describe("actor_rollout_ref.rollout.agent");
 

@@ -66,14 +66,14 @@ export async function loadRolloutParts(options: {
     throw err;
   }
   let rewardFunction: LoadedRewardFunction | undefined;
-  let agentLoops: AgentLoopRegistry;
+  let agentLoops: AgentLoopRegistry | undefined;
   try {
     agentLoops = await AgentLoopRegistry.load(options.rollout.agent);
     rewardFunction = options.rewardModulePath
       ? await loadRewardModule(options.rewardModulePath, options.rewardName ?? DEFAULT_REWARD_NAME, process.cwd(), options.rewardPython)
       : undefined;
   } catch (err) {
-    await tools?.close();
+    await Promise.all([tools?.close(), agentLoops?.close()]);
     throw err;
   }
   return {
@@ -86,7 +86,7 @@ export async function loadRolloutParts(options: {
     rewardKwargs: options.rewardKwargs ?? {},
     agentLoops,
     async close() {
-      await Promise.all([tools?.close(), rewardFunction?.close?.()]);
+      await Promise.all([tools?.close(), rewardFunction?.close?.(), agentLoops.close()]);
     },
   };
 }

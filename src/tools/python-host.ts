@@ -22,16 +22,12 @@ const CANCEL_GRACE_MS = 2_000;
 
 /** `config.tool_host` of a Python tool entry (the rest of `config` goes to the tool class as verl passes it). */
 export const toolHostConfigSchema = z.object({
-  /** The interpreter; default the repository's .venv/bin/python, else python3. */
-  python: z.string().min(1).optional(),
-  /** Host processes per tool; instances are spread over them. */
-  workers: z.number().int().positive().max(64).default(1),
-  /** `bwrap`: the host runs inside bubblewrap and nothing runs without it. `none`: a plain child process (opt-in). */
-  sandbox: z.enum(["bwrap", "none"]).default("bwrap"),
-  bwrap: z.string().min(1).default("bwrap"),
-  allow_network: z.boolean().default(false),
-  /** Seconds a host may take to import the class and construct the tool. */
-  startup_timeout_s: z.number().positive().default(60),
+  python: z.string().min(1).nullable().default(null).describe("the interpreter; null = the repository's .venv/bin/python, else python3"),
+  workers: z.number().int().positive().max(64).default(1).describe("host processes; instances (tools) or trajectories (agent loops) are spread over them"),
+  sandbox: z.enum(["bwrap", "none"]).default("bwrap").describe("bwrap: the host runs inside bubblewrap, and nothing runs without it; none: a plain child process (opt-in)"),
+  bwrap: z.string().min(1).default("bwrap").describe("the bubblewrap executable"),
+  allow_network: z.boolean().default(false).describe("give the sandboxed host the network"),
+  startup_timeout_s: z.number().positive().default(60).describe("seconds a host may take to import the user's code and start"),
 });
 export type ToolHostConfig = z.infer<typeof toolHostConfigSchema>;
 
@@ -67,21 +63,34 @@ interface Pending {
 export class ToolHostCrash extends Error {}
 
 /** How a host process is started: command and argv (bubblewrap's or the interpreter's) and its scratch folder. */
-interface Launch {
+export interface Launch {
   command: string;
   args: string[];
   env: NodeJS.ProcessEnv;
   scratch: string | undefined;
 }
 
-async function launchFor(spec: ToolHostSpec, python: string): Promise<Launch> {
-  const hostArgs = ["-m", "agentrl_worker.tool_host", "--class", spec.className, "--config", JSON.stringify(spec.config), "--schema", JSON.stringify(spec.toolSchema)];
+/** A `python -m agentrl_worker.<module>` host: its arguments, the user's folders, and how it is sandboxed. */
+export interface PythonHostLaunchSpec {
+  module: string;
+  args: readonly string[];
+  /** Folders put first on sys.path; bound read-only in the sandbox. */
+  paths: readonly string[];
+  host: ToolHostConfig;
+}
+
+/**
+ * The command that starts a host: under `sandbox: none` the interpreter itself (watching agentrl's pid); under bwrap
+ * the interpreter inside bubblewrap with the user's folders read-only and a private scratch folder as its home.
+ */
+export async function pythonHostLaunch(spec: PythonHostLaunchSpec, python: string): Promise<Launch> {
+  const hostArgs = ["-m", `agentrl_worker.${spec.module}`, ...spec.args];
   for (const p of spec.paths) hostArgs.push("--path", p);
   if (spec.host.sandbox === "none") {
     return { command: python, args: [...hostArgs, "--parent-pid", String(process.pid)], env: hostEnv(spec.paths), scratch: undefined };
   }
   const prefixes = await probeInterpreter(python);
-  const scratch = mkdtempSync(path.join(os.tmpdir(), "agentrl-toolhost-"));
+  const scratch = mkdtempSync(path.join(os.tmpdir(), "agentrl-host-"));
   const env = {
     PATH: "/usr/local/bin:/usr/bin:/bin",
     HOME: scratch,
@@ -101,6 +110,11 @@ async function launchFor(spec: ToolHostSpec, python: string): Promise<Launch> {
     asRoot: false,
   });
   return { command: resolveInterpreter(spec.host.bwrap), args: argv, env: { PATH: process.env["PATH"] ?? "/usr/bin:/bin" }, scratch };
+}
+
+function launchFor(spec: ToolHostSpec, python: string): Promise<Launch> {
+  const args = ["--class", spec.className, "--config", JSON.stringify(spec.config), "--schema", JSON.stringify(spec.toolSchema)];
+  return pythonHostLaunch({ module: "tool_host", args, paths: spec.paths, host: spec.host }, python);
 }
 
 /** One tool_host process: requests by id, deadlines with cancel-then-kill, and its instances. */

@@ -24,7 +24,7 @@ export async function loadTrainInputs(config: TrainConfig, configFile: string | 
     });
   }
   // Each row's agent_name must name a registered agent loop (docs/agent-loops.md).
-  const loopNames = agentLoopNames(config.actor_rollout_ref.rollout.agent);
+  const loopNames = await agentLoopNames(config.actor_rollout_ref.rollout.agent);
   const trainPrompts = await loadAll(asList(config.data.train_files), null, loopNames);
   const valPrompts = await loadAll(asList(config.data.val_files), config.data.val_max_samples, loopNames);
   const parts = await loadRolloutParts({

@@ -1,15 +1,22 @@
-"""What the CLI's JSON-lines host processes share (reward_host, tool_host): the exception's last line for error
-replies, exiting when the CLI is gone, and keeping the protocol on the real stdout while the user's prints go to
-stderr."""
+"""What the CLI's JSON-lines host processes share (reward_host, tool_host, agent_loop_host): the exception's last line
+for error replies, exiting when the CLI is gone, keeping the protocol on the real stdout while the user's prints go
+to stderr, and importing the user's class or function from a dotted path or a file."""
 
 from __future__ import annotations
 
+import asyncio
+import importlib
+import importlib.util
+import inspect
+import json
 import os
 import sys
 import threading
 import time
 import traceback
-from typing import TextIO
+from typing import Any, AsyncIterator, Callable, Optional, TextIO
+
+from agentrl_worker.verl_compat import STUB_NOTE
 
 
 def last_line(exc: BaseException) -> str:
@@ -46,3 +53,57 @@ def protocol_stdout() -> TextIO:
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     sys.stdout = sys.stderr
     return replies
+
+
+def classes_of(module: Any) -> list[str]:
+    """The public classes a module defines or imports, for "it defines: ..." in errors."""
+    return sorted(n for n, v in vars(module).items() if not n.startswith("_") and inspect.isclass(v))
+
+
+def import_class_module(class_name: str) -> tuple[Any, str]:
+    """The module a target names (`pkg.mod.Name` or `/path/file.py#Name`), and the name in it."""
+    if "#" in class_name or class_name.endswith(".py") or ".py:" in class_name:
+        file, _, attr = class_name.replace(".py:", ".py#").partition("#")
+        path = os.path.abspath(file)
+        sys.path.insert(0, os.path.dirname(path))  # the file may import its neighbours
+        module_name = os.path.splitext(os.path.basename(path))[0]
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"not a Python file: {file}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        spec.loader.exec_module(module)
+        return module, attr or module_name
+    module_name, _, attr = class_name.rpartition(".")
+    if not module_name:
+        raise ImportError(f"{class_name!r} is not a dotted path module.Class")
+    module = importlib.import_module(module_name)
+    if getattr(module, "__agentrl_stub__", False) and not hasattr(module, attr):
+        raise ModuleNotFoundError(f"No module named {class_name!r} ({STUB_NOTE})")
+    return module, attr
+
+
+async def request_lines(requests: TextIO, write: Callable[[dict[str, Any]], None]) -> AsyncIterator[dict[str, Any]]:
+    """The JSON requests on `requests` until it ends, read on a thread (a blocking read of any stream, with no asyncio
+    pipe plumbing); a line that is not a JSON object is answered as a bad request and skipped."""
+    loop = asyncio.get_running_loop()
+    lines: asyncio.Queue[Optional[str]] = asyncio.Queue()
+
+    def read() -> None:
+        for line in requests:
+            loop.call_soon_threadsafe(lines.put_nowait, line)
+        loop.call_soon_threadsafe(lines.put_nowait, None)
+
+    threading.Thread(target=read, name="agentrl-host-stdin", daemon=True).start()
+    while (line := await lines.get()) is not None:
+        if not line.strip():
+            continue
+        try:
+            req = json.loads(line)
+        except ValueError as exc:
+            write({"id": None, "ok": False, "kind": "bad_request", "error": f"not JSON: {exc}"})
+            continue
+        if isinstance(req, dict):
+            yield req
+        else:
+            write({"id": None, "ok": False, "kind": "bad_request", "error": "a request is a JSON object"})

@@ -17,19 +17,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
-import importlib.util
 import inspect
 import json
 import math
 import os
 import sys
-import threading
 import traceback
 from typing import Any, Optional, TextIO
 
-from agentrl_worker.host_common import last_line, protocol_stdout, watch_parent
-from agentrl_worker.verl_compat import STUB_NOTE, OpenAIFunctionToolSchema, _Model, install_verl_aliases
+from agentrl_worker.host_common import classes_of, import_class_module, last_line, protocol_stdout, request_lines, watch_parent
+from agentrl_worker.verl_compat import OpenAIFunctionToolSchema, _Model, install_verl_aliases
 
 LOAD_FAILED_EXIT = 3
 
@@ -44,33 +41,6 @@ class ToolHostError(Exception):
 
 class AgentData(_Model):
     """The calling trajectory, as agent_data: trajectory_id (`<data_index>:<sample_index>`), turn, messages."""
-
-
-def classes_of(module: Any) -> list[str]:
-    return sorted(n for n, v in vars(module).items() if not n.startswith("_") and inspect.isclass(v))
-
-
-def import_class_module(class_name: str) -> tuple[Any, str]:
-    """The module a class path names, and the class's name in it."""
-    if "#" in class_name or class_name.endswith(".py") or ".py:" in class_name:
-        file, _, attr = class_name.replace(".py:", ".py#").partition("#")
-        path = os.path.abspath(file)
-        sys.path.insert(0, os.path.dirname(path))  # the file may import its neighbours
-        module_name = os.path.splitext(os.path.basename(path))[0]
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        if spec is None or spec.loader is None:
-            raise ImportError(f"not a Python file: {file}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        spec.loader.exec_module(module)
-        return module, attr or module_name
-    module_name, _, attr = class_name.rpartition(".")
-    if not module_name:
-        raise ImportError(f"{class_name!r} is not a dotted path module.Class")
-    module = importlib.import_module(module_name)
-    if getattr(module, "__agentrl_stub__", False) and not hasattr(module, attr):
-        raise ModuleNotFoundError(f"No module named {class_name!r} ({STUB_NOTE})")
-    return module, attr
 
 
 def load_tool(class_name: str, config: dict[str, Any], schema: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
@@ -221,23 +191,7 @@ class ToolHost:
             self.write({"id": request_id, "ok": False, "kind": "cancelled", "error": "the call was cancelled"})
 
     async def serve(self, requests: TextIO) -> None:
-        loop = asyncio.get_running_loop()
-        lines: asyncio.Queue[Optional[str]] = asyncio.Queue()
-
-        def read() -> None:
-            for line in requests:
-                loop.call_soon_threadsafe(lines.put_nowait, line)
-            loop.call_soon_threadsafe(lines.put_nowait, None)
-
-        threading.Thread(target=read, name="agentrl-tool-host-stdin", daemon=True).start()
-        while (line := await lines.get()) is not None:
-            if not line.strip():
-                continue
-            try:
-                req = json.loads(line)
-            except ValueError as exc:
-                self.write({"id": None, "ok": False, "kind": "bad_request", "error": f"not JSON: {exc}"})
-                continue
+        async for req in request_lines(requests, self.write):
             if not self.dispatch(req):
                 break
         if self.tasks:
