@@ -7,13 +7,12 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { existsSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { REPO_ROOT, runCli } from "./helpers/cli.js";
+import { rolloutWithAgents, writeAgentRows } from "./helpers/agent-loop-run.js";
+import { REPO_ROOT } from "./helpers/cli.js";
 import { IM_END, QWEN3_DIR } from "./helpers/qwen3.js";
-import { GSM8K_TOOLS, readAllTrajectories, tempDir, toolThenAnswer } from "./helpers/rollout-run.js";
+import { tempDir, toolThenAnswer } from "./helpers/rollout-run.js";
 import { startFakeSglang, type FakeSglang, type RespondFn } from "./fake-sglang/index.js";
 import { loadChatModel, type ChatModel } from "../src/chat/index.js";
-import { gsm8kArrowSchema, makeGsm8kRow } from "../src/data/gsm8k.js";
-import { writeParquetRows } from "../src/data/parquet.js";
 import type { Trajectory } from "../src/data/trajectory.js";
 
 const JS_EXAMPLE = path.join(REPO_ROOT, "examples/agent-loops/plan-then-act.mjs");
@@ -26,25 +25,11 @@ const f = (name: string) => path.join(dir, name);
 let model: ChatModel;
 let fake: FakeSglang;
 
-async function writeRows(file: string, names: Array<string | null>): Promise<string> {
-  const rows = names.map((name, i) => ({ ...makeGsm8kRow({ question: "2 + 2?", answer: "#### 4" }, "4", "train", i, "tool"), agent_name: name }));
-  await writeParquetRows(file, rows, gsm8kArrowSchema("tool"));
-  return file;
-}
+const writeRows = writeAgentRows;
 
 /** `agentrl rollout` with `agent` as actor_rollout_ref.rollout.agent (YAML lines); trajectories by row and sample. */
-async function rollout(name: string, data: string, agent: string[], extra: string[] = []) {
-  const config = f(`${name}.yaml`);
-  writeFileSync(config, ["actor_rollout_ref:", "  rollout:", ...extra.map((l) => `    ${l}`), "    agent:", ...agent.map((l) => `      ${l}`), ""].join("\n"));
-  const out = f(`${name}.jsonl`);
-  const result = await runCli([
-    "rollout", "--config", config, "--data", data, "--model", QWEN3_DIR, "--server", fake.url,
-    "--tools", GSM8K_TOOLS, "--n", "2", "--out", out, "--json",
-  ]);
-  const trajectories = existsSync(out) ? await readAllTrajectories(out) : [];
-  trajectories.sort((a, b) => a.data_index - b.data_index || a.sample_index - b.sample_index);
-  return { result, out, trajectories };
-}
+const rollout = (name: string, data: string, agent: string[], extra: string[] = []) =>
+  rolloutWithAgents({ dir, name, data, server: fake.url, agent, rollout: extra });
 
 /** What a loop decides: the tokens, masks, segments, calls and outcome, without timings. */
 const record = (t: Trajectory) => ({

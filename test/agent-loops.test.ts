@@ -10,11 +10,10 @@ import { existsSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { REPO_ROOT, runCli } from "./helpers/cli.js";
 import { IM_END, QWEN3_DIR } from "./helpers/qwen3.js";
-import { GSM8K_TOOLS, readAllTrajectories, tempDir, toolThenAnswer } from "./helpers/rollout-run.js";
+import { rolloutWithAgents, writeAgentRows } from "./helpers/agent-loop-run.js";
+import { tempDir, toolThenAnswer } from "./helpers/rollout-run.js";
 import { startFakeSglang, type FakeSglang, type RespondFn } from "./fake-sglang/index.js";
 import { loadChatModel, type ChatModel } from "../src/chat/index.js";
-import { gsm8kArrowSchema, makeGsm8kRow } from "../src/data/gsm8k.js";
-import { writeParquetRows } from "../src/data/parquet.js";
 import type { Trajectory } from "../src/data/trajectory.js";
 
 const EXAMPLE = path.join(REPO_ROOT, "examples/agent-loops/plan-then-act.mjs");
@@ -26,26 +25,11 @@ let fake: FakeSglang;
 let example: { PLAN_PROMPT: string; ACT_PROMPT: string };
 let planIds: number[];
 
-/** A dataset of "2 + 2?" rows, row i with agent_name names[i] (null: no agent_name). */
-async function writeRows(file: string, names: Array<string | null>): Promise<string> {
-  const rows = names.map((name, i) => ({ ...makeGsm8kRow({ question: "2 + 2?", answer: "#### 4" }, "4", "train", i, "tool"), agent_name: name }));
-  await writeParquetRows(file, rows, gsm8kArrowSchema("tool"));
-  return file;
-}
+const writeRows = writeAgentRows;
 
 /** `agentrl rollout` on `data` with the given agent loops registered; the trajectories sorted by row and sample. */
-async function rollout(name: string, data: string, loops: Record<string, string>) {
-  const config = f(`${name}.yaml`);
-  writeFileSync(config, `actor_rollout_ref:\n  rollout:\n    agent:\n      agent_loops: ${JSON.stringify(loops)}\n`);
-  const out = f(`${name}.jsonl`);
-  const result = await runCli([
-    "rollout", "--config", config, "--data", data, "--model", QWEN3_DIR, "--server", fake.url,
-    "--tools", GSM8K_TOOLS, "--n", "2", "--out", out, "--json",
-  ]);
-  const trajectories = existsSync(out) ? await readAllTrajectories(out) : [];
-  trajectories.sort((a, b) => a.data_index - b.data_index || a.sample_index - b.sample_index);
-  return { result, out, trajectories };
-}
+const rollout = (name: string, data: string, loops: Record<string, string>) =>
+  rolloutWithAgents({ dir, name, data, server: fake.url, agent: [`agent_loops: ${JSON.stringify(loops)}`] });
 
 /** The response's turns: [segment kind, its token ids], prompt left out. */
 function turns(t: Trajectory): Array<[string, number[]]> {

@@ -20,3 +20,4 @@ export {
   type HostHello,
   type JsonLinesHostOptions,
 } from "./json-lines-host.js";
+export { PythonHostProcess, type Launch } from "./python-host-process.js";

@@ -9,11 +9,10 @@
  * trajectory's deadline its loop is cancelled in the host. A host that dies fails the trajectories it was running,
  * naming its exit, and is started again for the next ones.
  */
-import { rmSync } from "node:fs";
 import { z } from "zod";
 import { InputError } from "../errors.js";
-import { JsonLinesHost, defaultPythonExecutable, helloWithin, type HostHello } from "../process/index.js";
-import { pythonHostLaunch, resolveInterpreter, toolHostSandboxProblem, type Launch, type ToolHostConfig } from "../tools/index.js";
+import { PythonHostProcess, defaultPythonExecutable, helloWithin, type HostHello, type Launch } from "../process/index.js";
+import { pythonHostLaunch, resolveInterpreter, toolHostSandboxProblem, type ToolHostConfig } from "../tools/index.js";
 import type { AgentLoop, AgentLoopApi } from "./agent-loop.js";
 import { PRIMITIVES, trajectoryInfo } from "./python-agent-primitives.js";
 import { errorText, type Finish } from "./trajectory-state.js";
@@ -47,37 +46,16 @@ interface RunningLoop {
 }
 
 /** One agent_loop_host process and the trajectories it runs. */
-class AgentLoopHostProcess {
-  readonly hello: Promise<HostHello>;
-  private readonly process: JsonLinesHost;
+class AgentLoopHostProcess extends PythonHostProcess {
   private readonly runs = new Map<number, RunningLoop>();
   private nextId = 1;
-  private started = false;
 
   constructor(
     private readonly spec: PythonAgentLoopSpec,
     launch: Launch,
-    private readonly onDead: () => void,
+    onDead: () => void,
   ) {
-    this.process = new JsonLinesHost({
-      ...launch,
-      label: `the Python agent loop host of ${spec.name}`,
-      stderrPrefix: `agent loop ${spec.name}`,
-      onMessage: (message) => this.received(message),
-      onClose: () => this.died(launch.scratch),
-    });
-    this.hello = this.process.hello.then((hello) => {
-      this.started = hello.ready === true;
-      return hello;
-    });
-  }
-
-  get alive(): boolean {
-    return !this.process.closed;
-  }
-
-  lastStderr(): string {
-    return this.process.lastStderr();
+    super(launch, { label: `the Python agent loop host of ${spec.name}`, stderrPrefix: `agent loop ${spec.name}` }, onDead);
   }
 
   /** Runs the loop on one trajectory; cancels it in the host at the trajectory's deadline. */
@@ -93,7 +71,7 @@ class AgentLoopHostProcess {
     });
   }
 
-  private received(raw: unknown): void {
+  protected received(raw: unknown): void {
     const parsed = hostMessageSchema.safeParse(raw);
     if (!parsed.success) return; // not a message of this protocol: nothing waits on it
     const message = parsed.data;
@@ -123,19 +101,12 @@ class AgentLoopHostProcess {
     else running.reject(new Error(message.error ?? "the loop failed"));
   }
 
-  private died(scratch: string | undefined): void {
+  protected died(): void {
     const last = this.lastStderr();
     for (const running of this.runs.values()) {
       running.reject(new Error(`the Python agent loop host exited (${this.process.exitText})${last ? `: ${last}` : ""}; it was restarted for later trajectories`));
     }
     this.runs.clear();
-    if (scratch) rmSync(scratch, { recursive: true, force: true });
-    if (this.started) this.onDead();
-  }
-
-  close(): Promise<void> {
-    this.started = false; // no restart
-    return this.process.close({ id: 0, op: "shutdown" });
   }
 }
 

@@ -8,12 +8,12 @@
  * Under `tool_host.sandbox: bwrap` (the default) the host runs inside bubblewrap (src/tools/sandbox.ts) with the
  * tool's folder and the interpreter read-only and a private scratch folder as the only writable place.
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { z } from "zod";
 import { InputError } from "../errors.js";
-import { JsonLinesHost, WORKER_DIR, defaultPythonExecutable, helloWithin, hostEnv, type HostHello } from "../process/index.js";
+import { PythonHostProcess, WORKER_DIR, defaultPythonExecutable, helloWithin, hostEnv, type HostHello, type Launch } from "../process/index.js";
 import { resolveInterpreter, sandboxRefusal } from "./python-tool.js";
 import { buildBwrapArgv, checkBwrap, probeInterpreter } from "./sandbox.js";
 
@@ -61,14 +61,6 @@ interface Pending {
 
 /** Thrown for a call whose host died: the message is the observation the model sees. */
 export class ToolHostCrash extends Error {}
-
-/** How a host process is started: command and argv (bubblewrap's or the interpreter's) and its scratch folder. */
-export interface Launch {
-  command: string;
-  args: string[];
-  env: NodeJS.ProcessEnv;
-  scratch: string | undefined;
-}
 
 /** A `python -m agentrl_worker.<module>` host: its arguments, the user's folders, and how it is sandboxed. */
 export interface PythonHostLaunchSpec {
@@ -118,45 +110,24 @@ function launchFor(spec: ToolHostSpec, python: string): Promise<Launch> {
 }
 
 /** One tool_host process: requests by id, deadlines with cancel-then-kill, and its instances. */
-export class ToolHostProcess {
-  readonly hello: Promise<HostHello>;
+export class ToolHostProcess extends PythonHostProcess {
   readonly instances = new Set<string>();
-  private readonly process: JsonLinesHost;
   private readonly pending = new Map<number, Pending>();
   /** Requests given up on (deadline or abort) whose cancel the host has not answered yet. */
   private readonly cancelling = new Map<number, NodeJS.Timeout>();
   private nextId = 1;
-  private started = false;
 
   constructor(
     private readonly spec: ToolHostSpec,
     launch: Launch,
-    private readonly onDead: (host: ToolHostProcess) => void,
+    onDead: (host: ToolHostProcess) => void,
   ) {
-    this.process = new JsonLinesHost({
-      ...launch,
-      label: `the Python tool host of ${spec.toolName}`,
-      stderrPrefix: `tool ${spec.toolName}`,
-      onMessage: (message) => this.reply(message as HostReply),
-      onClose: () => this.died(launch.scratch),
-    });
-    this.hello = this.process.hello.then((hello) => {
-      this.started = hello.ready === true;
-      return hello;
-    });
-  }
-
-  get alive(): boolean {
-    return !this.process.closed;
+    super(launch, { label: `the Python tool host of ${spec.toolName}`, stderrPrefix: `tool ${spec.toolName}` }, () => onDead(this));
   }
 
   /** A call past its limit has not stopped yet: the host may be stuck (and about to be killed). */
   get stalled(): boolean {
     return this.cancelling.size > 0;
-  }
-
-  lastStderr(): string {
-    return this.process.lastStderr();
   }
 
   /** Sends one request; rejects at the deadline or on abort (then cancels it in the host), or when the host dies. */
@@ -197,7 +168,8 @@ export class ToolHostProcess {
     );
   }
 
-  private reply(reply: HostReply): void {
+  protected received(message: unknown): void {
+    const reply = message as HostReply;
     if (typeof reply.id !== "number") return;
     const stale = this.cancelling.get(reply.id);
     if (stale) {
@@ -210,7 +182,7 @@ export class ToolHostProcess {
     pending.resolve(reply);
   }
 
-  private died(scratch: string | undefined): void {
+  protected died(): void {
     for (const timer of this.cancelling.values()) clearTimeout(timer);
     this.cancelling.clear();
     const lost = this.instances.size;
@@ -224,17 +196,6 @@ export class ToolHostProcess {
       );
     }
     this.pending.clear();
-    if (scratch) rmSync(scratch, { recursive: true, force: true });
-    if (this.started) this.onDead(this);
-  }
-
-  kill(): void {
-    this.process.kill();
-  }
-
-  close(): Promise<void> {
-    this.started = false; // no restart
-    return this.process.close({ id: 0, op: "shutdown" });
   }
 }
 

@@ -27,14 +27,12 @@ import argparse
 import asyncio
 import inspect
 import json
-import os
 import sys
 import traceback
 from typing import Any, Optional, TextIO
 
-from agentrl_worker.host_common import classes_of, import_class_module, last_line, protocol_stdout, request_lines, watch_parent
+from agentrl_worker.host_common import TaskHost, classes_of, host_main, import_class_module, import_failure, last_line
 
-LOAD_FAILED_EXIT = 3
 DEFAULT_FUNCTION = "agent_loop"
 
 
@@ -100,10 +98,7 @@ def load_loop(target: str, kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]
     try:
         module, attr = import_class_module(target)
     except BaseException as exc:  # SyntaxError, ImportError, anything raised at import
-        error = last_line(exc)
-        if isinstance(exc, SyntaxError) and exc.filename:
-            error = f"{error} ({exc.filename}, line {exc.lineno})"
-        return None, {"ready": False, "kind": "load", "error": error, "traceback": traceback.format_exc(), "classes": []}
+        return None, import_failure(exc)
     names = sorted(n for n, v in vars(module).items() if not n.startswith("_") and callable(v) and getattr(v, "__module__", None) == module.__name__)
     if not hasattr(module, attr):
         return None, {"ready": False, "kind": "missing", "error": f"no function or class {attr}", "classes": names}
@@ -130,17 +125,14 @@ def load_loop(target: str, kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]
     return value, {"ready": True, "name": attr}
 
 
-class AgentLoopHost:
+class AgentLoopHost(TaskHost):
+    cancelled_text = "the loop was cancelled at the trajectory's deadline"
+
     def __init__(self, loop_fn: Any, replies: TextIO) -> None:
+        super().__init__(replies)
         self.loop_fn = loop_fn
-        self.replies = replies
-        self.runs: dict[Any, asyncio.Task[None]] = {}
         self.calls: dict[int, asyncio.Future[Any]] = {}
         self.next_call = 1
-
-    def write(self, message: dict[str, Any]) -> None:
-        self.replies.write(json.dumps(message, allow_nan=False, default=repr) + "\n")
-        self.replies.flush()
 
     async def call(self, run: Any, op: str, args: dict[str, Any]) -> Any:
         call_id = self.next_call
@@ -169,60 +161,27 @@ class AgentLoopHost:
             finish = await self.loop_fn(Agent(self, run_id, req.get("trajectory") or {}))
             self.write({**reply, "ok": True, "finish": finish})
         except asyncio.CancelledError:
-            self.write({**reply, "ok": False, "kind": "cancelled", "error": "the loop was cancelled at the trajectory's deadline"})
+            self.write({**reply, "ok": False, "kind": "cancelled", "error": self.cancelled_text})
         except BaseException as exc:  # SystemExit too: the host keeps serving the other trajectories
             self.write({**reply, "ok": False, "kind": "exception", "error": last_line(exc), "traceback": traceback.format_exc()})
         finally:
-            self.runs.pop(run_id, None)
+            self.tasks.pop(run_id, None)
 
-    def dispatch(self, req: dict[str, Any]) -> bool:
-        """Handles one message; False once the host should stop."""
+    def start(self, req: dict[str, Any]) -> Any:
         if "reply" in req:
             self.answer(req)
-            return True
-        op = req.get("op")
-        if op == "cancel":
-            task = self.runs.get(req.get("target"))
-            if task is not None:
-                task.cancel()
-            return True
-        if op == "shutdown":
-            for task in self.runs.values():
-                task.cancel()
-            self.write({"id": req.get("id"), "ok": True})
-            return False
-        if op != "run":
-            self.write({"id": req.get("id"), "ok": False, "kind": "bad_request", "error": f"unknown op {op!r}"})
-            return True
-        self.runs[req.get("id")] = asyncio.ensure_future(self.run(req))
-        return True
-
-    async def serve(self, requests: TextIO) -> None:
-        async for req in request_lines(requests, self.write):
-            if not self.dispatch(req):
-                break
-        if self.runs:
-            await asyncio.gather(*self.runs.values(), return_exceptions=True)
+            return None
+        if req.get("op") != "run":
+            self.write({"id": req.get("id"), "ok": False, "kind": "bad_request", "error": f"unknown op {req.get('op')!r}"})
+            return None
+        return self.run(req)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m agentrl_worker.agent_loop_host")
     parser.add_argument("--loop", required=True, help="pkg.mod.name, /path/file.py#name, or /path/file.py (its agent_loop)")
     parser.add_argument("--kwargs", default="{}", help="keyword arguments of a loop class, as JSON")
-    parser.add_argument("--path", action="append", default=[], help="a folder put first on sys.path (repeatable)")
-    parser.add_argument("--parent-pid", type=int, default=None, help="exit when this process (the CLI) is gone")
-    args = parser.parse_args(argv)
-    if not watch_parent(args.parent_pid):
-        return 1
-    sys.path[:0] = [os.path.abspath(p) for p in args.path]
-    replies = protocol_stdout()
-    loop_fn, hello = load_loop(args.loop, json.loads(args.kwargs))
-    replies.write(json.dumps(hello, default=repr) + "\n")
-    replies.flush()
-    if loop_fn is None:
-        return LOAD_FAILED_EXIT
-    asyncio.run(AgentLoopHost(loop_fn, replies).serve(sys.stdin))
-    return 0
+    return host_main(parser, argv, lambda args: load_loop(args.loop, json.loads(args.kwargs)), AgentLoopHost)
 
 
 if __name__ == "__main__":

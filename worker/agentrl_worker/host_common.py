@@ -4,6 +4,7 @@ to stderr, and importing the user's class or function from a dotted path or a fi
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import importlib
 import importlib.util
@@ -14,9 +15,12 @@ import sys
 import threading
 import time
 import traceback
-from typing import Any, AsyncIterator, Callable, Optional, TextIO
+from typing import Any, AsyncIterator, Callable, Coroutine, Optional, TextIO
 
 from agentrl_worker.verl_compat import STUB_NOTE
+
+#: A host's exit code when the user's code did not load (its start-up line says why).
+LOAD_FAILED_EXIT = 3
 
 
 def last_line(exc: BaseException) -> str:
@@ -107,3 +111,89 @@ async def request_lines(requests: TextIO, write: Callable[[dict[str, Any]], None
             yield req
         else:
             write({"id": None, "ok": False, "kind": "bad_request", "error": "a request is a JSON object"})
+
+
+class TaskHost:
+    """A host whose requests run as asyncio tasks keyed by their id: `cancel` (target id) and `shutdown` are handled
+    here, every other request by `start`, which returns the coroutine to run, or None when it answered at once."""
+
+    #: The error text of a request cancelled before or while it ran.
+    cancelled_text = "the call was cancelled"
+
+    def __init__(self, replies: TextIO) -> None:
+        self.replies = replies
+        self.tasks: dict[Any, asyncio.Task[None]] = {}
+
+    def write(self, message: dict[str, Any]) -> None:
+        self.replies.write(json.dumps(message, allow_nan=False, default=repr) + "\n")
+        self.replies.flush()
+
+    def start(self, req: dict[str, Any]) -> Optional[Coroutine[Any, Any, None]]:
+        raise NotImplementedError
+
+    def dispatch(self, req: dict[str, Any]) -> bool:
+        """Handles one request; False once the host should stop."""
+        op = req.get("op")
+        if op == "cancel":
+            task = self.tasks.get(req.get("target"))
+            if task is not None:
+                task.cancel()
+            return True
+        if op == "shutdown":
+            for task in self.tasks.values():
+                task.cancel()
+            self.write({"id": req.get("id"), "ok": True})
+            return False
+        work = self.start(req)
+        if work is not None:
+            request_id = req.get("id")
+            task = asyncio.ensure_future(work)
+            self.tasks[request_id] = task
+            task.add_done_callback(lambda t: self.cancelled_before_start(t, request_id))
+        return True
+
+    def cancelled_before_start(self, task: "asyncio.Task[None]", request_id: Any) -> None:
+        """A task cancelled before it ran never reaches its own reply: it is written here."""
+        if task.cancelled():
+            self.tasks.pop(request_id, None)
+            self.write({"id": request_id, "ok": False, "kind": "cancelled", "error": self.cancelled_text})
+
+    async def serve(self, requests: TextIO) -> None:
+        async for req in request_lines(requests, self.write):
+            if not self.dispatch(req):
+                break
+        if self.tasks:
+            await asyncio.gather(*self.tasks.values(), return_exceptions=True)
+
+
+def import_failure(exc: BaseException) -> dict[str, Any]:
+    """The start-up line of a host whose user file did not import: the error's last line (a syntax error's file and
+    line too) and the traceback."""
+    error = last_line(exc)
+    if isinstance(exc, SyntaxError) and exc.filename:
+        error = f"{error} ({exc.filename}, line {exc.lineno})"
+    return {"ready": False, "kind": "load", "error": error, "traceback": traceback.format_exc(), "classes": []}
+
+
+def host_main(
+    parser: argparse.ArgumentParser,
+    argv: Optional[list[str]],
+    load: Callable[[argparse.Namespace], tuple[Any, dict[str, Any]]],
+    make_host: Callable[[Any, TextIO], TaskHost],
+) -> int:
+    """A host's main: parse (adding --path and --parent-pid), load the user's code, print the start-up line, serve
+    stdin until it ends. Exit 3 when the code did not load, 1 when the CLI was already gone."""
+    parser.add_argument("--path", action="append", default=[], help="a folder put first on sys.path (repeatable)")
+    parser.add_argument("--parent-pid", type=int, default=None, help="exit when this process (the CLI) is gone")
+    args = parser.parse_args(argv)
+    if not watch_parent(args.parent_pid):
+        return 1
+    sys.path[:0] = [os.path.abspath(p) for p in args.path]
+    replies = protocol_stdout()
+    loaded, hello = load(args)
+    replies.write(json.dumps(hello, default=repr) + "\n")
+    replies.flush()
+    if loaded is None:
+        return LOAD_FAILED_EXIT
+    asyncio.run(make_host(loaded, replies).serve(sys.stdin))
+    return 0

@@ -20,15 +20,13 @@ import asyncio
 import inspect
 import json
 import math
-import os
 import sys
 import traceback
 from typing import Any, Optional, TextIO
 
-from agentrl_worker.host_common import classes_of, import_class_module, last_line, protocol_stdout, request_lines, watch_parent
+from agentrl_worker.host_common import TaskHost, classes_of, host_main, import_class_module, import_failure, last_line
 from agentrl_worker.verl_compat import OpenAIFunctionToolSchema, _Model, install_verl_aliases
 
-LOAD_FAILED_EXIT = 3
 
 
 class ToolHostError(Exception):
@@ -49,10 +47,7 @@ def load_tool(class_name: str, config: dict[str, Any], schema: dict[str, Any]) -
     try:
         module, attr = import_class_module(class_name)
     except BaseException as exc:  # SyntaxError, ImportError, anything raised at import
-        error = last_line(exc)
-        if isinstance(exc, SyntaxError) and exc.filename:
-            error = f"{error} ({exc.filename}, line {exc.lineno})"
-        return None, {"ready": False, "kind": "load", "error": error, "traceback": traceback.format_exc(), "classes": []}
+        return None, import_failure(exc)
     if not hasattr(module, attr):
         return None, {"ready": False, "kind": "missing", "error": f"no class {attr}", "classes": classes_of(module)}
     cls = getattr(module, attr)
@@ -106,16 +101,11 @@ def reward_value(value: Any, what: str) -> Optional[float]:
     return number
 
 
-class ToolHost:
+class ToolHost(TaskHost):
     def __init__(self, tool: Any, replies: TextIO) -> None:
+        super().__init__(replies)
         self.tool = tool
-        self.replies = replies
         self.instances: set[str] = set()
-        self.tasks: dict[Any, asyncio.Task[None]] = {}
-
-    def write(self, message: dict[str, Any]) -> None:
-        self.replies.write(json.dumps(message, allow_nan=False) + "\n")
-        self.replies.flush()
 
     def known(self, instance_id: Any) -> str:
         if instance_id not in self.instances:
@@ -158,7 +148,7 @@ class ToolHost:
                 raise ToolHostError("bad_request", f"unknown op {req.get('op')!r}")
             self.write({**reply, "ok": True, **(await handler(req))})
         except asyncio.CancelledError:
-            self.write({**reply, "ok": False, "kind": "cancelled", "error": "the call was cancelled"})
+            self.write({**reply, "ok": False, "kind": "cancelled", "error": self.cancelled_text})
         except ToolHostError as exc:
             self.write({**reply, "ok": False, "kind": exc.kind, "error": str(exc)})
         except BaseException as exc:  # SystemExit too: the host keeps answering
@@ -166,36 +156,8 @@ class ToolHost:
         finally:
             self.tasks.pop(req.get("id"), None)
 
-    def dispatch(self, req: dict[str, Any]) -> bool:
-        """Starts one request; False once the host should stop."""
-        op = req.get("op")
-        if op == "cancel":
-            task = self.tasks.get(req.get("target"))
-            if task is not None:
-                task.cancel()
-            return True
-        if op == "shutdown":
-            for task in self.tasks.values():
-                task.cancel()
-            self.write({"id": req.get("id"), "ok": True})
-            return False
-        task = asyncio.ensure_future(self.handle(req))
-        self.tasks[req.get("id")] = task
-        task.add_done_callback(lambda t: self.cancelled_before_start(t, req.get("id")))
-        return True
-
-    def cancelled_before_start(self, task: "asyncio.Task[None]", request_id: Any) -> None:
-        """A task cancelled before it ran never reaches handle(): its reply is written here."""
-        if task.cancelled():
-            self.tasks.pop(request_id, None)
-            self.write({"id": request_id, "ok": False, "kind": "cancelled", "error": "the call was cancelled"})
-
-    async def serve(self, requests: TextIO) -> None:
-        async for req in request_lines(requests, self.write):
-            if not self.dispatch(req):
-                break
-        if self.tasks:
-            await asyncio.gather(*self.tasks.values(), return_exceptions=True)
+    def start(self, req: dict[str, Any]) -> Any:
+        return self.handle(req)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -203,20 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--class", dest="class_name", required=True, help="module.Class or /path/file.py#Class")
     parser.add_argument("--config", default="{}", help="the YAML entry's config, as JSON")
     parser.add_argument("--schema", default="{}", help="the YAML entry's tool_schema, as JSON")
-    parser.add_argument("--path", action="append", default=[], help="a folder put first on sys.path (repeatable)")
-    parser.add_argument("--parent-pid", type=int, default=None, help="exit when this process (the CLI) is gone")
-    args = parser.parse_args(argv)
-    if not watch_parent(args.parent_pid):
-        return 1
-    sys.path[:0] = [os.path.abspath(p) for p in args.path]
-    replies = protocol_stdout()
-    tool, hello = load_tool(args.class_name, json.loads(args.config), json.loads(args.schema))
-    replies.write(json.dumps(hello, default=repr) + "\n")
-    replies.flush()
-    if tool is None:
-        return LOAD_FAILED_EXIT
-    asyncio.run(ToolHost(tool, replies).serve(sys.stdin))
-    return 0
+    return host_main(parser, argv, lambda args: load_tool(args.class_name, json.loads(args.config), json.loads(args.schema)), ToolHost)
 
 
 if __name__ == "__main__":
