@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { existsSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { rolloutWithAgents, writeAgentRows } from "./helpers/agent-loop-run.js";
-import { REPO_ROOT } from "./helpers/cli.js";
+import { REPO_ROOT, runCli } from "./helpers/cli.js";
 import { IM_END, QWEN3_DIR } from "./helpers/qwen3.js";
 import { tempDir, toolThenAnswer } from "./helpers/rollout-run.js";
 import { startFakeSglang, type FakeSglang, type RespondFn } from "./fake-sglang/index.js";
@@ -33,6 +33,7 @@ const rollout = (name: string, data: string, agent: string[], extra: string[] = 
 
 /** What a loop decides: the tokens, masks, segments, calls and outcome, without timings. */
 const record = (t: Trajectory) => ({
+  agent_loop: t.agent_loop,
   id: t.id, status: t.status, finish_reason: t.finish_reason, prompt_ids: t.prompt_ids, response_ids: t.response_ids,
   response_mask: t.response_mask, response_logprobs: t.response_logprobs, reward: t.reward, tool_calls: t.tool_calls,
   segments: t.segments.map(({ latency_ms: _latency, ...s }) => s),
@@ -72,6 +73,13 @@ describe("plan_then_act.py through verl's agent loop file", () => {
     expect(js.result.code).toBe(0);
     expect(py.trajectories).toHaveLength(6);
     expect(py.trajectories.map(record)).toEqual(js.trajectories.map(record));
+    // Each record names the loop that ran it: inspect shows it and filters on it.
+    expect(py.trajectories.map((t) => t.agent_loop)).toEqual(["plan_then_act", "plan_then_act", "tool_agent", "tool_agent", "plan_then_act", "plan_then_act"]);
+    const shown = await runCli(["inspect", py.out, "show", "0:0"]);
+    expect(shown.stdout).toContain("loop plan_then_act");
+    const listed = await runCli(["inspect", py.out, "list", "--where", "agent_loop=tool_agent", "--json"]);
+    const matches = JSON.parse(listed.stdout) as { matched: number; rows: Array<{ id: string }> };
+    expect([matches.matched, matches.rows.map((row) => row.id)]).toEqual([2, ["1:0", "1:1"]]);
     const planned = py.trajectories.filter((t) => t.data_index !== 1);
     expect(planned.map((t) => t.segments.filter((s) => s.kind !== "prompt").map((s) => s.kind))).toEqual(
       planned.map(() => ["assistant", "user", "assistant", "tool", "assistant"]),

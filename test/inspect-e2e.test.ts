@@ -261,7 +261,7 @@ describe("show", () => {
 describe("filtering and sorting", () => {
   /** What each --where field means, written out independently of src/inspect/fields.ts. */
   const meaning: Record<string, (t: Trajectory) => number | string | null> = {
-    id: (t) => t.id, group: (t) => t.group_id, data_source: (t) => t.data_source, status: (t) => t.status,
+    id: (t) => t.id, group: (t) => t.group_id, data_source: (t) => t.data_source, agent_loop: (t) => t.agent_loop ?? null, status: (t) => t.status,
     finish: (t) => t.finish_reason, drift: (t) => t.drift, error: (t) => t.error ?? null, ground_truth: (t) => t.ground_truth ?? null,
     weight_version: (t) => t.weight_version ?? null, server: (t) => t.server ?? null, tool: (t) => t.calls[0]?.name ?? null,
     reward: (t) => t.reward, score: (t) => t.score,

@@ -61,6 +61,8 @@ export const trajectorySchema = z.object({
   /** Shared by the n samples of one prompt (GRPO's uid). */
   group_id: z.string(),
   data_source: z.string(),
+  /** The agent loop that ran it (the row's agent_name, else default_agent_loop); absent in older files. */
+  agent_loop: z.string().nullish(),
   ground_truth: z.string().nullish(),
   status: z.enum(TRAJECTORY_STATUSES),
   /** Why it ended: stop, length, abort, max_assistant_turns, max_user_turns, response_budget, interaction_done, deadline, over_sample, error. */
@@ -201,6 +203,7 @@ export const trajectoryArrowSchema = new Schema([
   list("tool_rewards", new Float64()),
   list("turn_scores", new Float64()),
   str("tool_scores", true),
+  str("agent_loop", true),
   str("reward_extra", true),
   f64("advantage", true),
   i32("num_turns"),

@@ -34,6 +34,7 @@ export const FIELDS: Record<string, FieldSpec> = {
   id: str("trajectory id, <data_index>:<sample_index>", ["id"], (t) => t.id),
   group: str("group id shared by the n samples of one prompt", ["group_id"], (t) => t.group_id),
   data_source: str("dataset name, e.g. openai/gsm8k", ["data_source"], (t) => t.data_source),
+  agent_loop: str("the agent loop that ran it: tool_agent, single_turn_agent or a registered name", ["agent_loop"], (t) => t.agent_loop),
   status: str("completed | truncated | aborted | failed", ["status"], (t) => t.status),
   finish: str("finish reason: stop, length, interaction_done, max_assistant_turns, ...", ["finish_reason"], (t) => t.finish_reason),
   drift: str("drift check: match | drift | whitespace_only | reasoning_only | skipped", ["drift"], (t) => t.drift),

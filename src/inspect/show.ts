@@ -29,6 +29,7 @@ export interface ShowView {
   id: string;
   group: string;
   data_source: string;
+  agent_loop: string | null;
   status: string;
   finish_reason: string;
   error: string | null;
@@ -154,6 +155,7 @@ export function buildShowView(t: Trajectory): ShowView {
     id: t.id,
     group: t.group_id,
     data_source: t.data_source,
+    agent_loop: t.agent_loop ?? null,
     status: t.status,
     finish_reason: t.finish_reason,
     error: t.error ?? null,
@@ -214,7 +216,7 @@ export function renderShow(view: ShowView, look: Look, options: ShowOptions): st
   };
   const statusColor = view.status === "completed" ? p.green : view.status === "failed" ? p.red : p.yellow;
   out.push(
-    `${p.bold(`trajectory ${view.id}`)}  group ${view.group}  ${view.data_source}  status ${statusColor(view.status)}  finish ${p.bold(view.finish_reason)}`,
+    `${p.bold(`trajectory ${view.id}`)}  group ${view.group}  ${view.data_source}${view.agent_loop ? `  loop ${view.agent_loop}` : ""}  status ${statusColor(view.status)}  finish ${p.bold(view.finish_reason)}`,
   );
   if (view.error) out.push(p.red(`error: ${view.error}`));
   say(

@@ -26,7 +26,7 @@ const BUILTIN_LOOPS = AgentLoopRegistry.builtin();
 export async function runTrajectory(sample: Sample, ctx: TrajectoryContext): Promise<Trajectory> {
   // An unknown agent_name is the dataset's fault (exit 2), found before anything starts.
   const loop = (ctx.agentLoops ?? BUILTIN_LOOPS).select(sample.agentName, `row ${sample.dataIndex}`);
-  const run = await startTrajectory(sample, ctx);
+  const run = await startTrajectory(sample, ctx, loop.name);
   // The tool instances die with the trajectory, whichever way it ends (verl releases them at the end too).
   try {
     const finish = await runAgentLoop(loop, run);
@@ -38,14 +38,14 @@ export async function runTrajectory(sample: Sample, ctx: TrajectoryContext): Pro
 }
 
 /** Renders the prompt into a Conversation, checks its length, and starts the sample's interaction, if any. */
-async function startTrajectory(sample: Sample, ctx: TrajectoryContext): Promise<TrajectoryInFlight> {
+async function startTrajectory(sample: Sample, ctx: TrajectoryContext, agentLoop: string): Promise<TrajectoryInFlight> {
   const startedAt = Date.now();
   const deadline = AbortSignal.any([ctx.signal, AbortSignal.timeout(ctx.rollout.trajectory_timeout * 1000)]);
   const conversation = openConversation(sample, ctx);
   const interaction = await startInteraction(sample, ctx);
   const id = trajectoryKey(sample.dataIndex, sample.sampleIndex);
   const toolSession = await startToolSession(sample, ctx, deadline);
-  return { sample, ctx, id, startedAt, deadline, conversation, interaction, toolSession, log: emptyTurnLog() };
+  return { sample, ctx, id, agentLoop, startedAt, deadline, conversation, interaction, toolSession, log: emptyTurnLog() };
 }
 
 /** With tool_lifetime: trajectory, the trajectory's tool instances, created now for the tools its tools_kwargs names. */

@@ -93,6 +93,7 @@ function trajectoryRecord(
     sample_index: sample.sampleIndex,
     group_id: sample.groupId,
     data_source: sample.dataSource,
+    agent_loop: run.agentLoop,
     ground_truth: sample.groundTruth,
     status: finish.status,
     finish_reason: finish.reason,

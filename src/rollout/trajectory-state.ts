@@ -82,6 +82,8 @@ export interface TrajectoryInFlight {
   /** The trajectory's key, also its sticky key for the engine client. */
   id: string;
   startedAt: number;
+  /** The registered name of the agent loop that runs it. */
+  agentLoop: string;
   /** The run's signal or trajectory_timeout, whichever fires first. */
   deadline: AbortSignal;
   conversation: Conversation;

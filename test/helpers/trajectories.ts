@@ -32,6 +32,7 @@ export function makeTrajectory(i: number, overrides: Partial<Trajectory> = {}): 
     tool_rewards: [-0.05],
     turn_scores: [],
     tool_scores: null,
+    agent_loop: i % 2 === 0 ? "tool_agent" : "plan_then_act",
     reward_extra: null,
     advantage: null,
     num_turns: 3,
