@@ -117,6 +117,31 @@ describe("AgentLoopApi", () => {
     expectMaskOnSampledOnly(t);
   });
 
+  it("generate({ maxNewTokens }) cuts the turn at the loop's cap and the trajectory goes on; the next message closes the turn (mask 0)", async () => {
+    let cut: unknown;
+    const ctx = await context({
+      short: async (agent) => {
+        const first = await agent.generate({ maxNewTokens: 3 });
+        cut = [first.ids.length, first.finishReason, first.finish];
+        agent.append([{ role: "user", content: "go on" }]);
+        const second = await agent.generate();
+        return second.finish;
+      },
+    });
+    const t = await runTrajectory(sample("short"), ctx);
+    expect(cut).toEqual([3, "length", undefined]);
+    expect([t.status, t.finish_reason, t.assistant_turns]).toEqual(["completed", "stop", 2]);
+    // The render of the record's messages gives the same tokens, up to Qwen3's think block on past turns.
+    expect(["match", "reasoning_only"]).toContain(t.drift);
+    const user = t.segments.find((s) => s.kind === "user")!;
+    expect(t.response_ids[user.start]).toBe(IM_END); // the cut turn closed by the template's end-of-turn, not sampled
+    expect(t.response_ids.slice(0, 3)).toEqual(CALL().slice(0, 3));
+    expectMaskOnSampledOnly(t);
+    await expect(runTrajectory(sample("zero"), await context({ zero: (agent) => agent.generate({ maxNewTokens: 0 }).then(() => undefined) }))).resolves.toMatchObject({
+      status: "failed", error: "agent loop zero failed: generate(): maxNewTokens must be a positive integer, not 0",
+    });
+  });
+
   it("a loop that hangs past trajectory_timeout is left behind: the trajectory ends at its deadline, and later primitives change nothing", async () => {
     let sawAbort = false;
     let release: () => void = () => undefined;

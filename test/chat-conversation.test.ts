@@ -417,3 +417,27 @@ describe("compareTokens classification", () => {
     expect(compareTokens(model, withThink, withThink, "strict").status).toBe("match");
   });
 });
+
+describe("sampled ids past the tokenizer's vocabulary", () => {
+  // Qwen pads its embedding past the tokenizer's ids; an untrained model samples the padding rows.
+  const PADDING_ID = 151_674;
+
+  it("are the model's when config.json's vocab_size covers them: appended with mask 1, decoded to nothing", async () => {
+    const dir = tempDir("padded-embedding");
+    for (const file of ["tokenizer.json", "tokenizer_config.json"]) writeFileSync(path.join(dir, file), readFileSync(path.join(QWEN3_DIR, file)));
+    writeFileSync(path.join(dir, "config.json"), JSON.stringify({ vocab_size: 151_936 }));
+    const model = await loadChatModel(dir);
+    expect([model.vocabSize, model.embeddingSize]).toEqual([151_669, 151_936]);
+    const conversation = Conversation.start(model, [{ role: "user", content: "hi" }]);
+    const hello = model.encode("Hello");
+    conversation.appendSampled([...hello, PADDING_ID, model.endOfTurnTokenId]);
+    expect(conversation.lossMask.slice(-hello.length - 2)).toEqual(new Array(hello.length + 2).fill(1));
+    expect(model.decode([...hello, PADDING_ID], { skipSpecialTokens: true })).toBe("Hello");
+  });
+
+  it("are refused without a config.json that covers them, naming both sizes", async () => {
+    const model = await loadChatModel(QWEN3_DIR);
+    const conversation = Conversation.start(model, [{ role: "user", content: "hi" }]);
+    expect(() => conversation.appendSampled([PADDING_ID])).toThrow("sampled token 0 is 151674, not an id of this model (vocabulary 151669, embedding 151669)");
+  });
+});

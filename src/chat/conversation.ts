@@ -121,8 +121,8 @@ export class Conversation {
    */
   appendSampled(ids: readonly number[], logprobs?: readonly number[], info: SampledTurnInfo = {}): void {
     for (const [i, id] of ids.entries()) {
-      if (!Number.isInteger(id) || id < 0 || id >= this.model.vocabSize) {
-        throw new AgentrlError(`sampled token ${i} is ${id}, not an id of this vocabulary (size ${this.model.vocabSize})`);
+      if (!Number.isInteger(id) || id < 0 || id >= this.model.embeddingSize) {
+        throw new AgentrlError(`sampled token ${i} is ${id}, not an id of this model (vocabulary ${this.model.vocabSize}, embedding ${this.model.embeddingSize})`);
       }
     }
     if (logprobs !== undefined) {

@@ -50,6 +50,9 @@ export const generationConfigSchema = z.looseObject({
 });
 export type GenerationConfig = z.infer<typeof generationConfigSchema>;
 
+/** config.json, for the one field the chat layer needs: the embedding's rows (vocab_size), often past the tokenizer's ids. */
+export const modelConfigSchema = z.looseObject({ vocab_size: z.number().int().positive().nullish() });
+
 export interface ModelFiles {
   dir: string;
   tokenizerJson: TokenizerJson;
@@ -59,6 +62,8 @@ export interface ModelFiles {
   chatTemplate: string;
   /** Which file the template came from, for error messages. */
   chatTemplateFile: string;
+  /** config.json's vocab_size (the embedding's rows), when the folder has a config.json that says it. */
+  embeddingRows: number | undefined;
 }
 
 const MODEL_FOLDER_HINT = "--model must be a Hugging Face model folder holding tokenizer.json and tokenizer_config.json";
@@ -107,7 +112,11 @@ export async function readModelFiles(dir: string): Promise<ModelFiles> {
   const generationConfig =
     generationRaw === undefined ? undefined : validate(generationConfigSchema, generationRaw, generationFile);
   const template = await findChatTemplate(dir, tokenizerConfig);
+  const modelConfigFile = path.join(dir, "config.json");
+  const modelConfigRaw = await readJson(modelConfigFile, false);
+  const embeddingRows = modelConfigRaw === undefined ? undefined : validate(modelConfigSchema, modelConfigRaw, modelConfigFile).vocab_size ?? undefined;
   return {
+    embeddingRows,
     dir,
     tokenizerJson,
     tokenizerConfig,

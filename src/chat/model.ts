@@ -37,6 +37,12 @@ export const ASSISTANT_MARKER = "agentrl-assistant-marker-7f3a";
 export class ChatModel {
   readonly dir: string;
   readonly vocabSize: number;
+  /**
+   * Ids the engine may sample: config.json's vocab_size when it is larger (Qwen pads its embedding to 151,936 rows
+   * past the tokenizer's 151,669 ids). A trained model all but never samples the padding, an untrained one does;
+   * those ids decode to nothing, as in SGLang's detokenizer, and train like any other.
+   */
+  readonly embeddingSize: number;
   /** Ids that stop generation: generation_config.json `eos_token_id` plus tokenizer_config.json `eos_token`. */
   readonly eosTokenIds: readonly number[];
   /** The token the template closes an assistant message with. */
@@ -96,6 +102,7 @@ export class ChatModel {
     let maxId = -1;
     for (const id of this.tokenizer.get_vocab(true).values()) maxId = Math.max(maxId, id);
     this.vocabSize = maxId + 1;
+    this.embeddingSize = Math.max(this.vocabSize, files.embeddingRows ?? 0);
 
     const config = files.tokenizerConfig;
     this.bosToken = tokenText(config.bos_token);

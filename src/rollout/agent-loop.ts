@@ -19,6 +19,8 @@ export interface Generation {
   ids: number[];
   /** The turn's text without special tokens. */
   text: string;
+  /** The engine's finish reason for the turn (stop, length, abort); null when nothing was sampled. */
+  finishReason: string | null;
   /** Set when the trajectory ends with this turn (length cut, budget spent, deadline, server down, abort). */
   finish?: Finish;
 }
@@ -62,8 +64,12 @@ export interface AgentLoopApi {
   /** The conversation's messages so far (copies). */
   messages(): ChatMessage[];
   tokens(): TokenRecordView;
-  /** Sends the token record to /generate and appends the sampled ids untouched (mask 1). */
-  generate(): Promise<Generation>;
+  /**
+   * Sends the token record to /generate and appends the sampled ids untouched (mask 1). `maxNewTokens` caps this turn
+   * below the response budget left: a turn cut there (finishReason "length") does not end the trajectory, and what
+   * follows it (append, callTools) closes it with the end-of-turn token, mask 0.
+   */
+  generate(options?: { maxNewTokens?: number }): Promise<Generation>;
   /** The last assistant turn's tool calls and parse errors; undefined when it attempted none (or without tools). */
   parseToolCalls(): ParseResult | undefined;
   /** Runs calls through the trajectory's tool session and appends their observations (errors included, mask 0). */
@@ -196,17 +202,20 @@ class TrajectoryAgent implements AgentLoopApi {
     };
   }
 
-  generate(): Promise<Generation> {
-    return this.track(this.generateTurn());
+  generate(options: { maxNewTokens?: number } = {}): Promise<Generation> {
+    return this.track(this.generateTurn(options.maxNewTokens));
   }
 
-  private async generateTurn(): Promise<Generation> {
-    if (this.ended) return { ids: [], text: "", finish: this.ended };
+  private async generateTurn(cap: number | undefined): Promise<Generation> {
+    if (this.ended) return { ids: [], text: "", finishReason: null, finish: this.ended };
+    if (cap !== undefined && !(Number.isInteger(cap) && cap > 0)) throw new Error(`generate(): maxNewTokens must be a positive integer, not ${cap}`);
     const before = this.run.conversation.totalLength;
-    const finish = this.end(await sampleAssistantTurn(this.run));
+    const turns = this.run.log.assistantFinish.length;
+    const finish = this.end(await sampleAssistantTurn(this.run, cap));
     const ids = this.run.conversation.tokenIds.slice(before);
     const text = this.run.ctx.model.decode(ids, { skipSpecialTokens: true });
-    return { ids, text, ...(finish ? { finish } : {}) };
+    const finishReason = this.run.log.assistantFinish.length > turns ? this.run.log.assistantFinish.at(-1)! : null;
+    return { ids, text, finishReason, ...(finish ? { finish } : {}) };
   }
 
   parseToolCalls(): ParseResult | undefined {

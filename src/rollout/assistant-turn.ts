@@ -10,13 +10,18 @@ import type { Sample } from "./sample.js";
 import { OVER_SAMPLE_FINISH_REASON, OverSampleAbort } from "./over-sample.js";
 import { errorText, type Finish, type TrajectoryInFlight } from "./trajectory-state.js";
 
-/** Samples the next assistant turn and appends it; a Finish when the trajectory ends with this turn. */
-export async function sampleAssistantTurn(run: TrajectoryInFlight): Promise<Finish | undefined> {
+/**
+ * Samples the next assistant turn and appends it; a Finish when the trajectory ends with this turn. `cap` (an agent
+ * loop's own limit on this turn) below the response budget left makes a length stop the loop's business: the turn
+ * is cut, and the trajectory goes on.
+ */
+export async function sampleAssistantTurn(run: TrajectoryInFlight, cap?: number): Promise<Finish | undefined> {
   const remaining = run.ctx.maxResponseLength - run.conversation.responseLength;
   if (remaining <= 0) return { status: "truncated", reason: "response_budget" };
-  const generated = await generate(run, remaining);
+  const limit = cap === undefined ? remaining : Math.min(cap, remaining);
+  const generated = await generate(run, limit);
   if (generated.finish) return generated.finish;
-  return appendSampled(run, generated.result);
+  return appendSampled(run, generated.result, limit < remaining);
 }
 
 /**
@@ -103,12 +108,12 @@ export function deadlineFinish(runSignal: AbortSignal): Finish {
   return { status: "aborted", reason: runSignal.reason instanceof OverSampleAbort ? OVER_SAMPLE_FINISH_REASON : "cancelled" };
 }
 
-function appendSampled(run: TrajectoryInFlight, result: GenerateResult): Finish | undefined {
+function appendSampled(run: TrajectoryInFlight, result: GenerateResult, cappedByLoop: boolean): Finish | undefined {
   if (result.abortedByCaller) return deadlineFinish(run.ctx.signal);
   run.conversation.appendSampled(result.outputIds, result.logprobs);
   run.log.assistantFinish.push(result.finishReason.type);
   // Cut mid-turn: whatever call it was writing is incomplete, so it is never parsed or executed.
-  if (result.finishReason.type === "length") return { status: "truncated", reason: "length" };
+  if (result.finishReason.type === "length" && !cappedByLoop) return { status: "truncated", reason: "length" };
   if (result.finishReason.type === "abort") {
     return { status: "aborted", reason: "abort", error: result.finishReason.message ?? "aborted by the server" };
   }

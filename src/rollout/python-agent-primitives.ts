@@ -23,6 +23,7 @@ const callsSchema = z.union([
 ]);
 
 const argsSchemas = {
+  generate: z.object({ max_new_tokens: z.number().int().positive().nullish() }),
   call_tools: z.object({ calls: callsSchema }),
   append: z.object({ messages: z.array(chatMessageSchema) }),
   turn_limit: z.object({ attempted_call: z.boolean() }),
@@ -52,7 +53,11 @@ function fromParseResult(result: ParseResult | undefined): unknown {
 type Primitive = (api: AgentLoopApi, args: unknown) => unknown;
 
 export const PRIMITIVES: Readonly<Record<string, Primitive>> = {
-  generate: (api) => api.generate(),
+  async generate(api, args) {
+    const cap = parsed("generate", args).max_new_tokens;
+    const { finishReason, ...generation } = await api.generate(cap == null ? {} : { maxNewTokens: cap });
+    return { ...generation, finish_reason: finishReason };
+  },
   parse_tool_calls: (api) => fromParseResult(api.parseToolCalls()),
   call_tools: (api, args) => api.callTools(toParseResult(parsed("call_tools", args).calls)),
   interact: (api) => api.interact(),
