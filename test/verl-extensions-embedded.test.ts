@@ -1,7 +1,7 @@
 /**
  * What a verl user brings, together, on the embedded engine (a real tiny random-init model behind SGLang's API, the
  * real Qwen3 tokenizer): verl's gsm8k tool class in Python (the tool host), a Python reward function returning a dict
- * (the reward pool), and a Python agent loop (the agent loop host) that samples a short first turn, checks the row's
+ * and reading the tools' scores from extra_info["rollout_reward_scores"] (the reward pool), and a Python agent loop (the agent loop host) that samples a short first turn, checks the row's
  * answer with the tool itself, then samples again. A random model never writes a tool call, so the loop makes it:
  * every part runs in every trajectory, and the record must show each one's work with masks on sampled tokens only.
  */
@@ -27,6 +27,13 @@ async def check_then_answer(agent):
     return second.get("finish") or {"status": "completed", "reason": "stop"}
 `;
 
+/** A verl reward that reads the tools' calc_reward from extra_info["rollout_reward_scores"], as verl passes them. */
+const REWARD = `
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    tool_scores = extra_info["rollout_reward_scores"]
+    return {"score": tool_scores["calc_gsm8k_reward"], "acc": False, "index": extra_info["index"], "seen": sorted(tool_scores)}
+`;
+
 const TOOLS = `tools:
   - class_name: gsm8k_tool.py#Gsm8kTool
     config: {type: native}
@@ -46,14 +53,14 @@ describe("a Python tool, reward and agent loop on the embedded engine", () => {
   beforeAll(async () => {
     expect((await runCli(["preprocess", "gsm8k", "-i", GSM8K_DIR, "-o", dir, "--split", "test", "--limit", "2"])).code).toBe(0);
     cpSync(path.join(REPO_ROOT, "test/fixtures/python-tools/gsm8k_tool.py"), path.join(dir, "gsm8k_tool.py"));
-    cpSync(path.join(REPO_ROOT, "test/fixtures/python-rewards/with_metrics.py"), path.join(dir, "reward.py"));
+    writeFileSync(path.join(dir, "reward.py"), REWARD);
     writeFileSync(path.join(dir, "tools.yaml"), TOOLS);
     writeFileSync(path.join(dir, "loop.py"), LOOP);
     writeFileSync(path.join(dir, "config.yaml"), [
       // The rows agentrl preprocess writes name tool_agent: the user's loop takes the built-in's place.
       "actor_rollout_ref:", "  rollout:", "    agent:",
       `      agent_loops: {tool_agent: "${path.join(dir, "loop.py")}#check_then_answer"}`,
-      "custom_reward_function:", `  path: ${path.join(dir, "reward.py")}`, "  name: score_with_metrics", "",
+      "custom_reward_function:", `  path: ${path.join(dir, "reward.py")}`, "",
     ].join("\n"));
     const out = path.join(dir, "t.jsonl");
     result = await runCli(
@@ -84,10 +91,10 @@ describe("a Python tool, reward and agent loop on the embedded engine", () => {
     }
   });
 
-  it("scored every trajectory with the Python reward function, its extra keys recorded", () => {
+  it("scored every trajectory with the Python reward function, which saw the tool scores; its extra keys recorded", () => {
     for (const t of all) {
       const extra = JSON.parse(t.reward_extra!) as Record<string, unknown>;
-      expect([t.reward, extra["acc"], extra["index"]]).toEqual([0.25, false, t.data_index]);
+      expect([t.reward, extra["acc"], extra["index"], extra["seen"]]).toEqual([1, false, t.data_index, ["calc_gsm8k_reward"]]);
     }
   });
 

@@ -24,6 +24,11 @@ export interface RewardInput {
   toolRewards: number[];
   /** Interaction turn scores, in turn order. */
   turnScores: number[];
+  /**
+   * The tools' calc_reward at the end of the trajectory, `{tool_name: score}` (tool_lifetime: trajectory; empty
+   * otherwise): verl passes them as extra_info["rollout_reward_scores"].
+   */
+  toolScores: Record<string, number>;
 }
 
 /**
@@ -206,7 +211,8 @@ export async function loadRewardModule(
  * A Python reward file, verl's way: `name(data_source, solution_str, ground_truth, extra_info, **reward_kwargs)`
  * returning a float or a dict with `score` (the other keys are reward_extra_info), run on a pool of Python processes
  * started here, so a syntax error or a missing function fails before any rollout. extra_info is the row's, plus the
- * trajectory's `tool_rewards` and `turn_scores`.
+ * trajectory's `tool_rewards`, `turn_scores` and, as verl's reward managers add it, `rollout_reward_scores` (the
+ * tools' calc_reward).
  */
 async function loadPythonReward(modulePath: string, absolute: string, name: string, python: PythonRewardOptions): Promise<LoadedRewardFunction> {
   if (!existsSync(absolute)) throw new InputError(`reward file ${modulePath}: no such file`);
@@ -217,7 +223,7 @@ async function loadPythonReward(modulePath: string, absolute: string, name: stri
         data_source: input.dataSource,
         solution_str: input.responseText,
         ground_truth: input.groundTruth,
-        extra_info: { ...input.extraInfo, tool_rewards: input.toolRewards, turn_scores: input.turnScores },
+        extra_info: { ...input.extraInfo, tool_rewards: input.toolRewards, turn_scores: input.turnScores, rollout_reward_scores: input.toolScores },
         reward_kwargs: rewardKwargs,
       },
       row,
@@ -225,8 +231,8 @@ async function loadPythonReward(modulePath: string, absolute: string, name: stri
     return { ...extra, score: value };
   };
   // Called without the split (as a JS function is): the known fields are the input, the rest reward_kwargs.
-  const fn: RewardFunction = ({ dataSource, responseText, groundTruth, extraInfo, toolRewards, turnScores, ...kwargs }) =>
-    score({ dataSource, responseText, groundTruth, extraInfo, toolRewards, turnScores }, kwargs);
+  const fn: RewardFunction = ({ dataSource, responseText, groundTruth, extraInfo, toolRewards, turnScores, toolScores, ...kwargs }) =>
+    score({ dataSource, responseText, groundTruth, extraInfo, toolRewards, turnScores, toolScores }, kwargs);
   return { fn, score, modulePath, exportName: name, close: () => pool.close() };
 }
 

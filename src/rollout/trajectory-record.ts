@@ -36,6 +36,7 @@ async function scoreResponse(run: TrajectoryInFlight, responseText: string): Pro
         extraInfo: sample.extraInfo,
         toolRewards: log.toolRewards,
         turnScores: log.turnScores,
+        toolScores: log.toolScores ?? {},
       },
       ctx.rewardFunction,
       ctx.rewardKwargs,
