@@ -173,7 +173,8 @@ describe("tool_lifetime: trajectory (the default)", () => {
   it("passes each step its kwargs from tools_kwargs, and the agent data to execute", async () => {
     const { ctx, tool } = await setup(threeCalls);
     await runTrajectory(sampleOf(0), ctx);
-    expect(tool.of("create")[0]!.kwargs).toEqual({ create_kwargs: { start: "c" } });
+    // Spread, as verl's SGLang rollout calls it: create(request_id, **create_kwargs).
+    expect(tool.of("create")[0]!.kwargs).toEqual({ start: "c" });
     expect(tool.of("calc_reward")[0]!.kwargs).toEqual({ weight: "r" });
     expect(tool.of("release")[0]!.kwargs).toEqual({ why: "x" });
     const executes = tool.of("execute") as Array<Extract<Event, { op: "execute" }>>;
@@ -207,7 +208,7 @@ describe("tool_lifetime: trajectory (the default)", () => {
     const { ctx, other } = await setup({ respond: (ids) => (toolTurns(ids) < 2 ? callTurn("other") : answerTurn()) });
     const t = await runTrajectory(sampleOf(0), ctx);
     expect(t.calls.map((c) => c.response)).toEqual(["count=1", "count=2"]);
-    expect(other.of("create")).toEqual([{ op: "create", id: "other-0", kwargs: { create_kwargs: {} } }]);
+    expect(other.of("create")).toEqual([{ op: "create", id: "other-0", kwargs: {} }]);
     expect(JSON.parse(t.tool_scores!)).toEqual({ counter: 0, other: 2 });
     expectReleasedOnce(other);
   });

@@ -103,7 +103,8 @@ export class ToolSession {
 
   private async create(name: string, tool: Tool): Promise<string> {
     const timeoutMs = this.registry.settingsOf(name)?.timeoutMs ?? this.options.timeoutMs;
-    const work = tool.create(undefined, { create_kwargs: stepKwargs(this.toolsKwargs, name, "create_kwargs") });
+    // verl's SGLang rollout, whose per-trajectory lifetime this is, spreads them: create(request_id, **create_kwargs).
+    const work = tool.create(undefined, stepKwargs(this.toolsKwargs, name, "create_kwargs"));
     // An instance created after the limit (or after the session closed) is released here; nobody else knows it.
     const created = await withLimit(work, timeoutMs, this.options.signal, (late) => void this.releaseOne(name, tool, late.instanceId));
     if (this.closed) {
