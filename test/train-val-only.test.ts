@@ -6,7 +6,7 @@
  * optimizer steps, warm-up ratio 0.5 of them: the first runs at lr 0, the second at the full lr, after which the cosine
  * would start; actor/lr is their mean).
  */
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { runCli } from "./helpers/cli.js";
@@ -56,6 +56,33 @@ describe("agentrl train with trainer.val_only", () => {
     // No training: no checkpoint, and the worker was never started.
     expect(existsSync(path.join(runDir, "state.json"))).toBe(false);
     expect(existsSync(path.join(runDir, "logs", "worker.log"))).toBe(false);
+  }, RUN_TIMEOUT_MS);
+
+  it("runs a verl user's Python reward and Python agent loop: the loop drives every trajectory, the reward scores them", async () => {
+    const runDir = path.join(scratch, "python");
+    const loop = path.join(scratch, "loop.py");
+    writeFileSync(loop, "async def agent_loop(agent):\n    return await agent.run_tool_loop()\n");
+    const reward = path.join(scratch, "reward.py");
+    writeFileSync(reward, [
+      "def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):",
+      "    return {'score': 0.5, 'acc': False, 'tools': sorted(extra_info['rollout_reward_scores'])}",
+      "",
+    ].join("\n"));
+    const result = await runCli(
+      [
+        ...demoArgs(runDir), "--quiet", "--set", "trainer.val_only=true", "--set", "trainer.total_training_steps=null",
+        "--set", `custom_reward_function.path=${reward}`,
+        // Every row runs tool_agent (by agent_name or as the default): the user's loop takes the built-in's place.
+        "--set", `actor_rollout_ref.rollout.agent.agent_loops.tool_agent=${loop}`,
+      ],
+      { timeoutMs: RUN_TIMEOUT_MS },
+    );
+    expect(result.code, result.stderr).toBe(0);
+    expect(readMetrics(runDir)[0]![VAL_REWARD]).toBe(0.5);
+    const validated = [];
+    for await (const t of readTrajectories(path.join(runDir, "rollouts", `val-${pad6(0)}.parquet`))) validated.push(t);
+    // open_vault's instance, created from each row's tools_kwargs, gave its calc_reward to the reward function.
+    expect(validated.map((t) => [t.agent_loop, JSON.parse(t.reward_extra!).tools])).toEqual(validated.map(() => ["tool_agent", ["open_vault"]]));
   }, RUN_TIMEOUT_MS);
 
   it("needs data.val_files, naming the config file (exit 2, before anything starts)", async () => {
