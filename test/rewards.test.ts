@@ -216,12 +216,12 @@ describe("the vault reward (data_source agentrl/vault)", () => {
       actor_rollout_ref: { model: { path: "m" } },
       custom_reward_function: reward,
     });
-    expect(() => validateConfig(trainConfigSchema, tree({ reward_kwargs: { shapd: true } }), "run.yaml")).toThrow(
+    expect(() => validateConfig(trainConfigSchema, "train", tree({ reward_kwargs: { shapd: true } }), "run.yaml")).toThrow(
       /run\.yaml: invalid config\n {2}custom_reward_function\.reward_kwargs\.shapd: not an option of the built-in rewards \(they take: shaped\)/,
     );
-    const parsed = validateConfig(trainConfigSchema, tree({ path: "r.mjs", reward_kwargs: { shapd: true } }), "run.yaml");
+    const parsed = validateConfig(trainConfigSchema, "train", tree({ path: "r.mjs", reward_kwargs: { shapd: true } }), "run.yaml");
     expect(parsed.custom_reward_function).toEqual({ path: "r.mjs", name: "compute_score", reward_kwargs: { shapd: true } });
-    expect(validateConfig(trainConfigSchema, tree({}), "run.yaml").custom_reward_function.reward_kwargs).toEqual({});
+    expect(validateConfig(trainConfigSchema, "train", tree({}), "run.yaml").custom_reward_function.reward_kwargs).toEqual({});
   });
 });
 

@@ -108,7 +108,7 @@ const SCHEMAS = { train: trainConfigSchema, sft: sftConfigSchema } satisfies Rec
 function load(command: Script["command"], sets: readonly string[]): ResolvedConfig<unknown> {
   const tree: ConfigTree = {};
   applySets(tree, sets);
-  return resolveConfig(SCHEMAS[command], tree, "script");
+  return resolveConfig(SCHEMAS[command], command, tree, "script");
 }
 
 /** The error lines of a load that must fail. */
@@ -313,11 +313,11 @@ describe("values decide the class", () => {
   });
 
   it("agentrl rollout reads the rollout's verl keys too", () => {
-    const resolved = resolveConfig(rolloutConfigSchema, tree("actor_rollout_ref.rollout.gpu_memory_utilization=0.85", "actor_rollout_ref.rollout.mode=async", "actor_rollout_ref.rollout.name=sglang"), "rollout");
+    const resolved = resolveConfig(rolloutConfigSchema, "rollout", tree("actor_rollout_ref.rollout.gpu_memory_utilization=0.85", "actor_rollout_ref.rollout.mode=async", "actor_rollout_ref.rollout.name=sglang"), "rollout");
     expect(resolved.verl.notes.map((line) => line.split("=")[0])).toEqual(["actor_rollout_ref.rollout.gpu_memory_utilization", "actor_rollout_ref.rollout.name"]);
-    expect(() => resolveConfig(rolloutConfigSchema, tree("actor_rollout_ref.rollout.name=vllm"), "rollout")).toThrow(/actor_rollout_ref\.rollout\.name=vllm: agentrl generates with SGLang/);
+    expect(() => resolveConfig(rolloutConfigSchema, "rollout", tree("actor_rollout_ref.rollout.name=vllm"), "rollout")).toThrow(/actor_rollout_ref\.rollout\.name=vllm: agentrl generates with SGLang/);
     // Training keys stay unknown to the rollout command, with today's message.
-    expect(() => resolveConfig(rolloutConfigSchema, tree("algorithm.use_kl_in_reward=false"), "rollout")).toThrow(/algorithm: unknown key/);
+    expect(() => resolveConfig(rolloutConfigSchema, "rollout", tree("algorithm.use_kl_in_reward=false"), "rollout")).toThrow(/algorithm: unknown key/);
   });
 
   it("an unknown key keeps its 'did you mean', verl keys among the suggestions", () => {

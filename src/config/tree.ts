@@ -9,7 +9,7 @@ import { z } from "zod";
 import { InputError, UsageError } from "../errors.js";
 import { readYamlFile } from "../data/yaml-file.js";
 import { formatIssue, formatIssuePath } from "../zod-issues.js";
-import { judgeVerlValue, showValue, verlCommandOf, verlKeyFor, verlNamesUnder, type VerlKey } from "./verl-keys.js";
+import { judgeVerlValue, showValue, verlKeyFor, verlNamesUnder, type VerlCommand, type VerlKey } from "./verl-keys.js";
 
 export type ConfigTree = Record<string, unknown>;
 
@@ -128,12 +128,11 @@ function objectShapeAt(schema: z.ZodType, path: readonly PropertyKey[]): Record<
  * Every zod issue as `path: message`; unknown keys get the nearest valid key at the same level, the command's verl
  * keys (verl-keys.ts) included.
  */
-export function describeConfigIssues(schema: z.ZodType, error: z.ZodError): string[] {
-  const command = verlCommandOf(Object.keys(objectShapeAt(schema, []) ?? {}));
+export function describeConfigIssues(schema: z.ZodType, error: z.ZodError, command: VerlCommand): string[] {
   return error.issues.flatMap((issue) => {
     if (issue.code !== "unrecognized_keys") return [formatIssue(issue)];
     const shape = objectShapeAt(schema, issue.path);
-    const verlNames = command ? verlNamesUnder(issue.path.map(String).join("."), command) : [];
+    const verlNames = verlNamesUnder(issue.path.map(String).join("."), command);
     return issue.keys.map((key) => formatIssue({ ...issue, path: [...issue.path, key], message: unknownKeyMessage(key, issue.path, shape, verlNames) }));
   });
 }
@@ -168,10 +167,8 @@ function leafAssignments(key: string, value: unknown): string[] {
  * agentrl's behaviour leave the tree, renamed keys move to their agentrl name, values of agentrl keys may be rewritten
  * (logger=console → [console]), refused keys are reported. What no entry covers is left for the schema to judge.
  */
-function applyVerlKeys(schema: z.ZodType, tree: ConfigTree): VerlReport {
+function applyVerlKeys(schema: z.ZodType, tree: ConfigTree, command: VerlCommand): VerlReport {
   const report: VerlReport = { honoured: [], notes: [], refused: [] };
-  const command = verlCommandOf(Object.keys(objectShapeAt(schema, []) ?? {}));
-  if (!command) return report;
   const visit = (node: ConfigTree, path: readonly string[]): void => {
     for (const [name, value] of Object.entries(node)) {
       const at = [...path, name];
@@ -241,11 +238,11 @@ export interface ResolvedConfig<T> {
  * Validates a merged config tree, verl keys first (verl-keys.ts), then the schema; throws an InputError listing every
  * problem, refused verl keys and schema issues alike. Leaves `tree` as it was.
  */
-export function resolveConfig<S extends z.ZodType>(schema: S, tree: unknown, source: string): ResolvedConfig<z.infer<S>> {
+export function resolveConfig<S extends z.ZodType>(schema: S, command: VerlCommand, tree: unknown, source: string): ResolvedConfig<z.infer<S>> {
   const merged = isMapping(tree) ? structuredClone(tree) : tree;
-  const verl = isMapping(merged) ? applyVerlKeys(schema, merged) : { honoured: [], notes: [], refused: [] };
+  const verl = isMapping(merged) ? applyVerlKeys(schema, merged, command) : { honoured: [], notes: [], refused: [] };
   const parsed = schema.safeParse(merged);
-  const lines = [...verl.refused, ...(parsed.success ? [] : describeConfigIssues(schema, parsed.error))];
+  const lines = [...verl.refused, ...(parsed.success ? [] : describeConfigIssues(schema, parsed.error, command))];
   if (lines.length > 0 || !parsed.success) {
     throw new InputError(`${source}: invalid config\n  ${lines.join("\n  ")}`, {
       hint: `run with --dry-run to see the effective config; docs/config.md lists every key${verl.refused.length ? "; docs/from-verl.md explains verl's" : ""}`,
@@ -260,11 +257,13 @@ export function resolveConfig<S extends z.ZodType>(schema: S, tree: unknown, sou
  */
 export function validateConfig<S extends z.ZodType>(
   schema: S,
+  /** Whose verl keys apply: the command the schema is the config of. */
+  command: VerlCommand,
   tree: unknown,
   source: string,
   onNote: (line: string) => void = (line) => process.stderr.write(`note: ${line}\n`),
 ): z.infer<S> {
-  const { config, verl } = resolveConfig(schema, tree, source);
+  const { config, verl } = resolveConfig(schema, command, tree, source);
   for (const line of verl.notes) onNote(line);
   return config;
 }

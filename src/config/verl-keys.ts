@@ -248,14 +248,6 @@ export function verlNamesUnder(path: string, command: VerlCommand): string[] {
   return [...new Set(below.map((entry) => entry.key.slice(prefix.length).split(".")[0]!))];
 }
 
-/** Which command a config schema belongs to, by the top-level section only its config has. */
-export function verlCommandOf(sections: readonly string[]): VerlCommand | undefined {
-  if (sections.includes("algorithm")) return "train";
-  if (sections.includes("output")) return "rollout";
-  if (sections.includes("optim")) return "sft";
-  return undefined;
-}
-
 /** A value as a Hydra override writes it: `true`, `0.85`, `text`, `[console,wandb]`. */
 export function showValue(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(showValue).join(",")}]`;

@@ -43,7 +43,7 @@ export async function resolveRolloutConfig(flags: RolloutFlags): Promise<Rollout
     ["output.path", flags.out],
   ];
   for (const [key, value] of fromFlags) if (value !== undefined) setPath(tree, key, value);
-  return validateConfig(rolloutConfigSchema, tree, flags.config ?? "rollout config");
+  return validateConfig(rolloutConfigSchema, "rollout", tree, flags.config ?? "rollout config");
 }
 
 function requireSet(value: string | null, what: string, flag: string): string {

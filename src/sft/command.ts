@@ -17,7 +17,7 @@ import { sftLoop, modelDirOf } from "./loop.js";
 import { sftReporter } from "./reporter.js";
 
 export async function resolveSftConfig(flags: SftFlags): Promise<SftConfig> {
-  return resolveRunConfig(sftConfigSchema, flags, "pass --config FILE (see examples/cpu-demo-sft.yaml)");
+  return resolveRunConfig(sftConfigSchema, "sft", flags, "pass --config FILE (see examples/cpu-demo-sft.yaml)");
 }
 
 export async function runSftCommand(flags: SftFlags): Promise<void> {

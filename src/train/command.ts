@@ -22,7 +22,7 @@ import type { MetricsSink } from "./tensorboard.js";
 import { grpoWorkerConfig } from "./worker-config.js";
 
 export async function resolveTrainConfig(flags: TrainFlags): Promise<TrainConfig> {
-  return resolveRunConfig(trainConfigSchema, flags, "pass --config FILE (see examples/ for ready ones)", (tree) => {
+  return resolveRunConfig(trainConfigSchema, "train", flags, "pass --config FILE (see examples/ for ready ones)", (tree) => {
     if (flags.server?.length) {
       setPath(tree, "actor_rollout_ref.rollout.server.urls", flags.server);
       setPath(tree, "actor_rollout_ref.rollout.name", "sglang");

@@ -7,6 +7,7 @@
 import type { z } from "zod";
 import { ExitError, UsageError } from "../errors.js";
 import { applySets, readYamlConfig, setPath, validateConfig, type ConfigTree } from "../config/tree.js";
+import type { VerlCommand } from "../config/verl-keys.js";
 import { handleInterrupts } from "../interrupt.js";
 import { writeLogTail } from "../term.js";
 import type { RunOutcome } from "./checkpoint.js";
@@ -27,6 +28,7 @@ export interface ConfigFlags {
  */
 export async function resolveRunConfig<S extends z.ZodType>(
   schema: S,
+  command: VerlCommand,
   flags: ConfigFlags,
   /** Where ready configs are, for the error without --config. */
   hint: string,
@@ -38,7 +40,7 @@ export async function resolveRunConfig<S extends z.ZodType>(
   apply(tree);
   if (flags.steps) setPath(tree, "trainer.total_training_steps", flags.steps);
   if (flags.name) setPath(tree, "trainer.experiment_name", flags.name);
-  return validateConfig(schema, tree, flags.config);
+  return validateConfig(schema, command, tree, flags.config);
 }
 
 export interface PreparedRun {
