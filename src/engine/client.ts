@@ -228,7 +228,8 @@ export class SglangClient {
       // A retry gets a fresh rid: the old one may still be live on the server, and SGLang aborts by rid prefix.
       const rid = attempt === 0 && req.rid !== undefined ? req.rid : newRid();
       const slot = await this.limit.acquire(req.signal);
-      if (slot === null) return this.cancelled(lastServer ?? this.pool.pick(req.stickyKey), null, attempt);
+      // Cancelled while waiting for a slot: nothing was sent, so no server is picked (picking pins the sticky key).
+      if (slot === null) return this.cancelled(lastServer ?? this.pool.peek(req.stickyKey), null, attempt);
       const server = this.pool.pick(req.stickyKey, lastServer);
       lastServer = server;
       this.counters.requests++;

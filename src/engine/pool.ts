@@ -39,6 +39,11 @@ export class ServerPool {
    * Picks a server for a request. `avoid` is the server the previous attempt failed on: a retry goes elsewhere
    * when another healthy server exists.
    */
+  /** The server a request would name without being sent: its pinned one, else the first. Changes nothing. */
+  peek(stickyKey?: string): string {
+    return (stickyKey !== undefined ? this.sticky.get(stickyKey) : undefined) ?? this.servers[0]!;
+  }
+
   pick(stickyKey?: string, avoid?: string): string {
     if (stickyKey !== undefined) {
       const pinned = this.sticky.get(stickyKey);

@@ -55,9 +55,10 @@ class Agent:
     async def _call(self, op: str, **args: Any) -> Any:
         return await self._host.call(self._run, op, args)
 
-    async def generate(self) -> dict[str, Any]:
-        """`{"ids", "text", "finish"?}`: the sampled turn, appended by the CLI with mask 1."""
-        return await self._call("generate")
+    async def generate(self, max_new_tokens: Optional[int] = None) -> dict[str, Any]:
+        """`{"ids", "text", "finish_reason", "finish"?}`: the sampled turn, appended by the CLI with mask 1.
+        `max_new_tokens` caps this turn below the budget left; a turn cut there does not end the trajectory."""
+        return await self._call("generate", max_new_tokens=max_new_tokens)
 
     async def parse_tool_calls(self) -> Optional[dict[str, Any]]:
         """The last turn's calls and parse errors (`{"calls", "errors", ...}`), or None when it attempted none."""
