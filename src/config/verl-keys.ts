@@ -202,6 +202,21 @@ export const VERL_KEYS: readonly VerlKey[] = [
   ignored("algorithm.kl_penalty", TRAIN, KL_ONLY_IN_LOSS, { values: ["kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "full"] }),
   ignored("algorithm.kl_ctrl", TRAIN, KL_ONLY_IN_LOSS, { subtree: true }),
 
+  // async_training (verl's fully_async_policy recipe; agentrl's own keys there are mode and staleness_threshold)
+  fixed("async_training.trigger_parameter_sync_step", TRAIN, 1, "every update is synced to the engine, so staleness counts updates", {
+    refuse: "agentrl syncs the weights after every update (one step = one update on data.train_batch_size groups); for fewer syncs raise data.train_batch_size",
+  }),
+  ignored("async_training.require_batches", TRAIN,
+    "a fully_async step trains on data.train_batch_size groups (verl: require_batches × ppo_mini_batch_size samples)"),
+  ignored("async_training.partial_rollout", TRAIN,
+    "agentrl never pauses generation for a weight sync: a trajectory in flight goes on, its later turns on the new weights; its staleness counts from the weights it started with", { values: BOOLEANS }),
+  fixed("async_training.compute_prox_log_prob", TRAIN, true, "the worker always recomputes old log-probs with the weights being trained", {
+    note: "the worker always recomputes old log-probs with the weights being trained (the proximal policy); algorithm.rollout_is_threshold corrects for the engine's",
+  }, BOOLEANS),
+  fixed("async_training.use_rollout_log_probs", TRAIN, false, "PPO's old log-probs come from the trainer", {
+    note: "PPO's old log-probs come from the trainer; the engine's behaviour log-probs enter through algorithm.rollout_is_threshold",
+  }, BOOLEANS),
+
   // trainer
   fixed("trainer.critic_warmup", TRAIN, 0, "the actor trains from the first step", {
     refuse: `${NO_CRITIC}, so there is nothing to warm up; the actor trains from the first step`,

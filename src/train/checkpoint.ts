@@ -7,7 +7,7 @@
 import path from "node:path";
 import { WorkerError } from "../errors.js";
 import type { WorkerClient } from "./worker/index.js";
-import { DataCursor } from "./data-cursor.js";
+import { DataCursor, type CursorState } from "./data-cursor.js";
 import { cursorOf, type RunDir, type RunState } from "./run-dir.js";
 import { resumeCommand } from "./resume-hint.js";
 
@@ -31,6 +31,11 @@ export class RunProgress {
   /** The weight version the engine serves: the step whose weights were pushed last (train only). */
   weightVersion: string | null;
   readonly cursor: DataCursor;
+  /**
+   * The data position a checkpoint records. The cursor itself, unless generation runs ahead of training
+   * (train/pending-draws.ts): then the first prompt not yet trained on.
+   */
+  cursorToSave: () => CursorState = () => this.cursor.position;
 
   constructor(
     private readonly runDir: RunDir,
@@ -70,7 +75,7 @@ export class RunProgress {
     const dir = this.runDir.checkpointDir(this.step);
     await worker.saveCheckpoint(dir);
     const checkpoint = this.runDir.relative(dir);
-    await this.runDir.writeState({ step: this.step, cursor: this.cursor.position, checkpoint, weight_version: this.weightVersion });
+    await this.runDir.writeState({ step: this.step, cursor: this.cursorToSave(), checkpoint, weight_version: this.weightVersion });
     this.lastCheckpoint = dir;
   }
 

@@ -4,6 +4,7 @@
  * object per step with --json.
  */
 import path from "node:path";
+import { InputError } from "../errors.js";
 import { style } from "../term.js";
 import { readApiKey, makeClient } from "../rollout/setup.js";
 import type { RolloutSection } from "../rollout/config.js";
@@ -22,7 +23,7 @@ import type { MetricsSink } from "./tensorboard.js";
 import { grpoWorkerConfig } from "./worker-config.js";
 
 export async function resolveTrainConfig(flags: TrainFlags): Promise<TrainConfig> {
-  return resolveRunConfig(trainConfigSchema, "train", flags, "pass --config FILE (see examples/ for ready ones)", (tree) => {
+  const config = await resolveRunConfig(trainConfigSchema, "train", flags, "pass --config FILE (see examples/ for ready ones)", (tree) => {
     if (flags.server?.length) {
       setPath(tree, "actor_rollout_ref.rollout.server.urls", flags.server);
       setPath(tree, "actor_rollout_ref.rollout.name", "sglang");
@@ -30,6 +31,14 @@ export async function resolveTrainConfig(flags: TrainFlags): Promise<TrainConfig
     if (flags.engine) setPath(tree, "actor_rollout_ref.rollout.name", flags.engine);
     if (flags.colocate) setPath(tree, "trainer.colocate", true);
   });
+  const { mode } = config.async_training;
+  if (mode !== "sync" && config.trainer.colocate) {
+    // Colocated, the engine gives its memory to the update: nothing can generate while the trainer works.
+    throw new InputError(`async_training.mode: ${mode} needs the engine on GPUs of its own; trainer.colocate is true`, {
+      hint: "set async_training.mode=sync, or trainer.colocate=false (and drop --colocate)",
+    });
+  }
+  return config;
 }
 
 /**

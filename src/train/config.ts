@@ -6,6 +6,7 @@
 import { z } from "zod";
 import { customRewardFunctionSchema, rolloutSchema } from "../rollout/config.js";
 import { ADV_ESTIMATORS, KL_LOSS_TYPES, LOSS_AGG_MODES, MASTER_DTYPES } from "./worker/protocol.js";
+import { TRAINING_MODES } from "./schedule/modes.js";
 
 const files = z.union([z.string(), z.array(z.string()).min(1)]);
 
@@ -106,6 +107,20 @@ export const trainConfigSchema = z.strictObject({
     })
     .prefault({}),
   custom_reward_function: customRewardFunctionSchema.prefault({}),
+  async_training: z
+    .strictObject({
+      mode: z
+        .enum(TRAINING_MODES).default("sync")
+        .describe(
+          "sync: generate a batch, train on it, sync weights, repeat; one_step_off: generate step k+1's batch while training on step k's (verl's one_step_off_policy); fully_async: groups stream into a buffer and each step trains on the first train_batch_size ready ones (verl's fully_async_policy). verl picks these by entry point, not by a key",
+        ),
+      staleness_threshold: z
+        .number().nonnegative().default(1)
+        .describe(
+          "fully_async: how far generation may run ahead, in batches (verl's meaning): groups started ≤ (steps trained + 1 + staleness_threshold) × train_batch_size. A group whose staleness (policy versions between the weights it started with and the weights trained) would exceed ceil(staleness_threshold) is dropped and counted (async/dropped_stale); verl drops none",
+        ),
+    })
+    .prefault({}),
   trainer: z
     .strictObject({
       project_name: z.string().default("agentrl").describe("project name: TensorBoard's run is named <project_name>/<experiment_name>, as verl names its tracking runs"),

@@ -4,6 +4,7 @@ import { readParquetInfo } from "../data/parquet.js";
 import { asList, optimizerStepsPerStep, totalOptimizerSteps, totalSteps, type TrainConfig } from "./config.js";
 import { printDryRun } from "./console.js";
 import { runDirOf } from "./run-dir.js";
+import { maxStaleness } from "./schedule/index.js";
 
 export async function printTrainDryRun(config: TrainConfig, json: boolean): Promise<void> {
   const rollout = config.actor_rollout_ref.rollout;
@@ -22,6 +23,7 @@ export async function printTrainDryRun(config: TrainConfig, json: boolean): Prom
       rollout.over_sample_rate > 0
         ? `each step's rollout stops once ${overSampleTarget(perStep, rollout.over_sample_rate)} of ${perStep} have finished`
         : "off",
+    generation: generationText(config),
     total_steps: trainRows === null ? null : totalSteps(config, trainRows),
     lr_schedule: lrScheduleText(config, trainRows === null ? null : totalOptimizerSteps(config, trainRows)),
     training_gpus: config.trainer.nnodes * config.trainer.n_gpus_per_node,
@@ -61,4 +63,15 @@ function lrScheduleText(config: TrainConfig, totalOptimizer: number | null): str
   const perStep = optimizerStepsPerStep(config);
   const steps = `${perStep} optimizer step${perStep === 1 ? "" : "s"} per training step`;
   return warmup === "0" ? `lr ${optim.lr}, ${after} (${steps})` : `lr ${optim.lr}, linear warm-up from 0 over ${warmup} optimizer steps, then ${after} (${steps})`;
+}
+
+/** async_training in words: when generation runs, and how stale a trained trajectory can be. */
+function generationText(config: TrainConfig): string {
+  const { mode, staleness_threshold: threshold } = config.async_training;
+  const bound = maxStaleness(mode, threshold);
+  if (mode === "sync") return "sync: each step generates, then trains; staleness 0";
+  if (mode === "one_step_off") return "one_step_off: step k+1 generates while step k trains; staleness 1 (0 at the first step)";
+  const groups = config.data.train_batch_size;
+  const ahead = Math.floor(threshold * groups + 1e-9);
+  return `fully_async: generation runs up to ${ahead} groups beyond the ${groups} of the step being trained; staleness ≤ ${bound}, staler groups dropped`;
 }

@@ -2,7 +2,9 @@
  * The GRPO loop. Each step: rollout (prompts from the seeded cursor, n trajectories each, groups with equal rewards
  * dropped and refilled), scoring (the step's metrics), the update in the worker (log-probs, advantages, losses), weight
  * sync to the engine, then the step's record: its rollouts, its metrics line, validation and a checkpoint when due.
- * Each stage is a module of its own; this file wires them. The same code runs the CPU demo and an 8×H100 run.
+ * When generation runs relative to training is async_training.mode's (schedule/): after the step (sync), during the
+ * previous step's update (one_step_off), or all the time (fully_async). Each stage is a module of its own; this file
+ * wires them. The same code runs the CPU demo and an 8×H100 run.
  */
 import { AgentrlError } from "../errors.js";
 import type { SglangClient } from "../engine/index.js";
@@ -15,7 +17,10 @@ import { totalSteps, type TrainConfig } from "./config.js";
 import { RunProgress, type RunOutcome } from "./checkpoint.js";
 import type { RunDir, RunState } from "./run-dir.js";
 import type { TrainReporter } from "./reporter.js";
-import { rolloutBatch, stepRollout, type RolloutBatch } from "./rollout.js";
+import { stepRollout, type RolloutBatch, type StepRollout } from "./rollout.js";
+import { trainGenerator, type TrainGenerator } from "./generation.js";
+import { PendingDraws } from "./pending-draws.js";
+import { runSchedule, stepScheduleMetrics, type Trainer } from "./schedule/index.js";
 import { batchMetrics } from "./step-metrics.js";
 import { updatePolicy, type UpdateResult } from "./update.js";
 import { releaseEngineMemory, syncWeights } from "./weight-sync.js";
@@ -44,6 +49,8 @@ export interface TrainLoopOptions {
 export async function trainLoop(options: TrainLoopOptions): Promise<RunOutcome> {
   const { config, runDir, stop } = options;
   const progress = new RunProgress(runDir, options.trainPrompts.length, config.data, options.resumeState);
+  const draws = new PendingDraws();
+  progress.cursorToSave = () => draws.earliest(progress.cursor.position);
   const stages = trainStages(options, progress);
   const total = totalSteps(config, options.trainPrompts.length);
   runDir.clearScratch();
@@ -61,9 +68,9 @@ export async function trainLoop(options: TrainLoopOptions): Promise<RunOutcome> 
       return progress.outcome(false);
     }
     if (progress.step === 0 && config.trainer.val_before_train) stages.record(0, await stages.validate(0));
-    while (progress.step < total && !stop.aborted) {
-      if (!(await trainStep(progress.step + 1, total, stages, options))) break;
-    }
+    if (progress.step < total && !stop.aborted) await trainSteps(progress.step + 1, total, stages, draws, options);
+    // Prompts drawn for steps that were not trained go back: the resumed run takes them again.
+    progress.cursor.restore(draws.earliest(progress.cursor.position));
     if (stop.aborted) await progress.saveOnStop(stages.worker(), options.reporter);
     return progress.outcome(stop.aborted);
   } catch (err) {
@@ -73,50 +80,77 @@ export async function trainLoop(options: TrainLoopOptions): Promise<RunOutcome> 
   }
 }
 
-/** One GRPO step. False when Ctrl-C came during its rollout: the step is forgotten, and redone on resume. */
-async function trainStep(step: number, total: number, stages: TrainStages, options: TrainLoopOptions): Promise<boolean> {
+/** Steps first..last, as async_training.mode schedules their generation. A step Ctrl-C caught generating is forgotten. */
+async function trainSteps(first: number, last: number, stages: TrainStages, draws: PendingDraws, options: TrainLoopOptions): Promise<void> {
+  const { config } = options;
+  const rollout = config.actor_rollout_ref.rollout;
+  const { filter_groups: filter } = config.algorithm;
+  const plan = { groups: config.data.train_batch_size, n: rollout.n, filter };
+  const generator = trainGenerator({
+    prompts: options.trainPrompts, cursor: stages.progress.cursor, draws, rollout: stages.trainRollout, plan, reporter: options.reporter,
+  });
+  await runSchedule({
+    mode: config.async_training.mode,
+    firstStep: first,
+    lastStep: last,
+    generator,
+    trainer: stepTrainer(last, stages, generator, options),
+    signal: options.stop,
+    fullyAsync: {
+      groupsPerBatch: config.data.train_batch_size,
+      stalenessThreshold: config.async_training.staleness_threshold,
+      maxGroupsInFlight: Math.max(1, Math.floor(rollout.max_concurrency / rollout.n)),
+      maxDiscardedPerStep: (filter.enable ? filter.max_num_gen_batches : 1) * config.data.train_batch_size,
+    },
+  });
+}
+
+/** The trainer side of a step: update and sync (train), then the step's record (finish) while generation goes on. */
+function stepTrainer(total: number, stages: TrainStages, generator: TrainGenerator, options: TrainLoopOptions): Trainer<RolloutBatch> {
   const { config, runDir, reporter, stop } = options;
   const { progress } = stages;
-  const started = performance.now();
-  const cursorAtStart = progress.cursor.position;
-  reporter.phase(step, "rollout");
-  const batch = await stages.rollout(step);
-  if (stop.aborted) {
-    progress.cursor.restore(cursorAtStart); // the resumed run takes the same prompts again
-    return false;
-  }
-  const metrics = batchMetrics(batch, config.data.max_response_length);
-  const timing: Record<string, number> = { "timing_s/gen": batch.seconds };
-  if (batch.kept.length > 0) {
-    const update = await stages.update(step, batch.kept);
-    Object.assign(metrics, update.metrics);
-    Object.assign(timing, update.timing);
-    const t0 = performance.now();
-    await stages.sync(step); // the next step samples from the updated policy
-    timing["timing_s/update_weights"] = (performance.now() - t0) / 1000;
-  } else {
-    reporter.note(`step ${step}: no trajectory to train on (all groups dropped or failed); weights unchanged`);
-  }
-  await writeRollouts(runDir.rolloutFile(step), batch.all);
-  progress.step = step;
-  const last = step >= total;
-  const testFreq = config.trainer.test_freq;
-  if (testFreq > 0 && (step % testFreq === 0 || last)) Object.assign(metrics, await stages.validate(step));
-  timing["timing_s/step"] = (performance.now() - started) / 1000;
-  Object.assign(metrics, timing);
-  const weightVersion = Number(progress.weightVersion ?? NaN);
-  if (Number.isFinite(weightVersion)) metrics.weight_version = weightVersion;
-  stages.record(step, metrics);
-  reporter.stepDone(step, metrics);
-  if (progress.due(config.trainer.save_freq, last, stop.aborted)) await stages.checkpoint();
-  return true;
+  const updates = new Map<number, Record<string, number>>();
+  let stepStarted = performance.now();
+  return {
+    async train(step, batch) {
+      generator.taken(batch);
+      const metrics: Record<string, number> = {};
+      if (batch.kept.length > 0) {
+        const update = await stages.update(step, batch.kept);
+        Object.assign(metrics, update.metrics, update.timing);
+        const t0 = performance.now();
+        await stages.sync(step); // the next step samples from the updated policy
+        metrics["timing_s/update_weights"] = (performance.now() - t0) / 1000;
+      } else {
+        reporter.note(`step ${step}: no trajectory to train on (all groups dropped or failed); weights unchanged`);
+      }
+      updates.set(step, metrics);
+    },
+    async finish(step, batch, report) {
+      const metrics = batchMetrics(batch, config.data.max_response_length);
+      Object.assign(metrics, updates.get(step), stepScheduleMetrics(report), { "timing_s/gen": batch.seconds });
+      updates.delete(step);
+      await writeRollouts(runDir.rolloutFile(step), batch.all);
+      progress.step = step;
+      const last = step >= total;
+      const testFreq = config.trainer.test_freq;
+      if (testFreq > 0 && (step % testFreq === 0 || last)) Object.assign(metrics, await stages.validate(step));
+      metrics["timing_s/step"] = (performance.now() - stepStarted) / 1000;
+      const weightVersion = Number(progress.weightVersion ?? NaN);
+      if (Number.isFinite(weightVersion)) metrics.weight_version = weightVersion;
+      stages.record(step, metrics);
+      reporter.stepDone(step, metrics);
+      if (progress.due(config.trainer.save_freq, last, stop.aborted)) await stages.checkpoint();
+      stepStarted = performance.now();
+    },
+  };
 }
 
 /** The stages of a step, each given the slice of the run it needs. */
 interface TrainStages {
   progress: RunProgress;
   worker(): WorkerClient;
-  rollout(step: number): Promise<RolloutBatch>;
+  trainRollout: StepRollout;
   update(step: number, kept: Trajectory[]): Promise<UpdateResult>;
   sync(step: number): Promise<void>;
   validate(step: number): Promise<Record<string, number>>;
@@ -135,11 +169,10 @@ function trainStages(options: TrainLoopOptions, progress: RunProgress): TrainSta
     if (!options.worker) throw new AgentrlError("internal: the training worker was not started");
     return options.worker;
   };
-  const plan = { groups: config.data.train_batch_size, n: rollout.n, filter: config.algorithm.filter_groups };
   return {
     progress,
     worker,
-    rollout: (step) => rolloutBatch(step, { prompts: options.trainPrompts, cursor: progress.cursor }, trainRollout, plan, options.stop),
+    trainRollout,
     async update(step, kept) {
       await releaseEngineMemory(client, colocate);
       return updatePolicy(step, kept, worker(), { scratchDir: runDir.scratchDir, padTokenId: options.parts.model.eosTokenIds[0] ?? 0, reporter });

@@ -54,7 +54,7 @@ export async function rolloutBatch(
       ...data.prompts[index]!,
       groupId: `${step}.${batch.rounds}.${position}`,
     }));
-    const result = await rollout(step, prompts);
+    const result = await rollout(step, prompts, undefined, stop);
     batch.rounds += 1;
     batch.overSampleAborted += result.overSampleAborted + result.overSampleNotStarted;
     const trajectories = result.trajectories ?? [];
@@ -69,8 +69,11 @@ export async function rolloutBatch(
   return batch;
 }
 
-/** One runRollout of a step over some prompts: the run's parts, client and length budgets, progress on the status line. */
-export type StepRollout = (step: number, prompts: Prompt[], writer?: TrajectoryWriter) => Promise<RolloutResult>;
+/**
+ * One runRollout of a step over some prompts: the run's parts, client and length budgets, progress on the status line.
+ * `signal` stops it instead of the run's Ctrl-C signal (the scheduler's, which also stops generation ahead of training).
+ */
+export type StepRollout = (step: number, prompts: Prompt[], writer?: TrajectoryWriter, signal?: AbortSignal) => Promise<RolloutResult>;
 
 export interface RolloutDeps {
   config: TrainConfig;
@@ -86,7 +89,7 @@ export function stepRollout({ config, parts, client, reporter, stop }: RolloutDe
   const sampling = kind === "val" ? { ...rollout, temperature: val_kwargs.temperature, top_p: val_kwargs.top_p, top_k: val_kwargs.top_k } : rollout;
   const n = kind === "val" ? val_kwargs.n : rollout.n;
   const lengths = { maxPromptLength: config.data.max_prompt_length, maxResponseLength: config.data.max_response_length };
-  return (step, prompts, writer) =>
+  return (step, prompts, writer, signal) =>
     runRollout({
       prompts,
       n,
@@ -95,7 +98,53 @@ export function stepRollout({ config, parts, client, reporter, stop }: RolloutDe
       ...(writer ? { writer } : {}),
       filterOverlongPrompts: config.data.filter_overlong_prompts,
       ...(kind === "train" ? { overSample: { rate: rollout.over_sample_rate, total: prompts.length * n } } : {}),
-      signal: stop,
+      signal: signal ?? stop,
       onTrajectory: (_t, stats) => reporter.rolloutProgress(step, stats.size, prompts.length * n, stats),
     });
+}
+
+/** fully_async: one prompt's group against the engine, and whether it has anything to train on. */
+export async function rolloutGroup(
+  step: number,
+  prompt: Prompt,
+  rollout: StepRollout,
+  plan: BatchPlan,
+  signal: AbortSignal,
+): Promise<{ value: RolloutBatch; keep: boolean }> {
+  const started = performance.now();
+  const result = await rollout(step, [prompt], undefined, signal);
+  const trajectories = result.trajectories ?? [];
+  const selection = selectGroups(trajectories, { n: plan.n, dropEqualRewards: plan.filter.enable, maxGroups: 1 });
+  const value: RolloutBatch = {
+    kept: selection.kept,
+    all: trajectories,
+    keptGroups: selection.keptGroups,
+    droppedGroups: selection.equalRewardGroups,
+    rounds: 1,
+    overSampleAborted: result.overSampleAborted + result.overSampleNotStarted,
+    loneGroups: selection.loneGroups,
+    seconds: (performance.now() - started) / 1000,
+  };
+  return { value, keep: selection.keptGroups > 0 && !signal.aborted };
+}
+
+/**
+ * fully_async: a step's batch from the groups the buffer handed out (`kept`) and those it discarded since the last
+ * step (dropped stale, failed, equal rewards), which go to the rollout file only. `seconds` is the step's share of
+ * generation: the wall time since the previous batch was handed out.
+ */
+export function assembleBatch(kept: readonly RolloutBatch[], discarded: readonly RolloutBatch[], seconds: number): RolloutBatch {
+  const batch: RolloutBatch = { kept: [], all: [], keptGroups: 0, droppedGroups: 0, rounds: 0, overSampleAborted: 0, loneGroups: 0, seconds };
+  for (const group of kept) {
+    batch.kept.push(...group.kept);
+    batch.keptGroups += group.keptGroups;
+  }
+  for (const group of [...kept, ...discarded]) {
+    batch.all.push(...group.all);
+    batch.droppedGroups += group.droppedGroups;
+    batch.overSampleAborted += group.overSampleAborted;
+    batch.loneGroups += group.loneGroups;
+    batch.rounds += 1;
+  }
+  return batch;
 }

@@ -1,0 +1,172 @@
+/**
+ * fully_async: prompts' groups are generated continuously and land in a buffer as they finish; each step trains on
+ * the first train_batch_size ready groups while generation goes on. Two rules bound how old a trained group can be:
+ * - admission (verl's staleness_threshold, AReaL's capacity control): groups started, not counting those dropped, stay
+ *   ≤ (steps trained + 1 + staleness_threshold) × train_batch_size, so generation runs at most that far ahead;
+ * - the bound: a buffered group whose staleness would exceed ceil(staleness_threshold) is dropped and counted, and a
+ *   new prompt takes its place. A slow group started long ago is the one that gets dropped, never trained stale.
+ */
+import { maxStaleness } from "./modes.js";
+import type { ScheduleContext } from "./schedule.js";
+import type { FullyAsyncPlan, Generator, ScheduleOptions, ScheduleResult } from "./types.js";
+
+interface Buffered<G> {
+  value: G;
+  /** The version served when the group started. */
+  version: number;
+}
+
+interface Taken<G> {
+  kept: Buffered<G>[];
+  discarded: G[];
+  droppedStale: number;
+}
+
+export async function runFullyAsync<B, G>(options: ScheduleOptions<B, G>, context: ScheduleContext<B>): Promise<ScheduleResult> {
+  const stream = new GroupStream(options.generator, options.fullyAsync, context);
+  let steps = 0;
+  try {
+    for (let step = options.firstStep; step <= options.lastStep; step++) {
+      const taken = await stream.take(step);
+      if (!taken) return { steps, stopped: true };
+      const batch = options.generator.assemble(step, taken.kept.map((g) => g.value), taken.discarded);
+      const staleness = taken.kept.map((g) => context.served - g.version);
+      const report = await context.train(step, batch, { staleness, droppedStale: taken.droppedStale });
+      stream.trained(step + 1);
+      await options.trainer.finish(step, batch, report);
+      steps += 1;
+      if (options.signal.aborted) return { steps, stopped: step < options.lastStep };
+    }
+    return { steps, stopped: false };
+  } finally {
+    await stream.close();
+  }
+}
+
+/** The generation side: groups in flight, the buffer of finished ones, and the admission and staleness rules. */
+class GroupStream<B, G> {
+  private readonly inFlight = new Set<Promise<void>>();
+  /** Groups started and not dropped: trained + buffered + in flight. */
+  private admitted = 0;
+  private stepsTrained = 0;
+  private step = 0;
+  private readonly buffer: Buffered<G>[] = [];
+  private discarded: G[] = [];
+  private droppedStale = 0;
+  private failure: { error: unknown } | undefined;
+  private wake: (() => void) | undefined;
+  private readonly bound: number;
+
+  constructor(
+    private readonly generator: Generator<B, G>,
+    private readonly plan: FullyAsyncPlan,
+    private readonly context: ScheduleContext<B>,
+  ) {
+    this.bound = maxStaleness("fully_async", plan.stalenessThreshold);
+    context.cancel.signal.addEventListener("abort", () => this.notify(), { once: true });
+  }
+
+  /** Step `step`'s groups, once train_batch_size are ready; null when the run is stopping. */
+  async take(step: number): Promise<Taken<G> | null> {
+    this.step = step;
+    for (;;) {
+      this.dropStale();
+      if (this.failure) throw this.failure.error;
+      if (this.context.cancel.signal.aborted) return null;
+      this.admit();
+      if (this.buffer.length >= this.plan.groupsPerBatch || this.discardedTooMany()) return this.hand();
+      if (this.inFlight.size === 0) throw new Error("internal: the fully async buffer waits with nothing generating");
+      await new Promise<void>((resolve) => (this.wake = resolve));
+    }
+  }
+
+  /** The trainer synced step `next − 1`: one more batch's worth of groups may start. */
+  trained(next: number): void {
+    this.stepsTrained += 1;
+    this.step = next;
+    this.admit();
+  }
+
+  async close(): Promise<void> {
+    this.context.cancel.abort();
+    await Promise.allSettled([...this.inFlight]);
+  }
+
+  private allowance(): number {
+    // The epsilon keeps a threshold like 0.1 × 10 groups from rounding down to 0 in floating point.
+    return Math.floor((this.stepsTrained + 1 + this.plan.stalenessThreshold) * this.plan.groupsPerBatch + 1e-9);
+  }
+
+  private admit(): void {
+    while (
+      !this.context.cancel.signal.aborted &&
+      this.failure === undefined &&
+      this.inFlight.size < this.plan.maxGroupsInFlight &&
+      this.admitted < this.allowance()
+    ) {
+      this.launch();
+    }
+  }
+
+  private launch(): void {
+    this.admitted += 1;
+    const version = this.context.served;
+    const signal = this.context.cancel.signal;
+    this.context.generating.begin();
+    const run: Promise<void> = this.generator
+      .group(this.step, signal)
+      .then(
+        (result) => {
+          if (result.keep && !signal.aborted) this.buffer.push({ value: result.value, version });
+          else this.discard(result.value);
+        },
+        (error: unknown) => {
+          this.failure ??= { error };
+        },
+      )
+      .finally(() => {
+        this.context.generating.end();
+        this.inFlight.delete(run);
+        this.admit();
+        this.notify();
+      });
+    this.inFlight.add(run);
+  }
+
+  /** Groups that would train past the bound leave the buffer; their places go to new prompts. */
+  private dropStale(): void {
+    for (let i = this.buffer.length - 1; i >= 0; i--) {
+      const group = this.buffer[i]!;
+      if (this.context.served - group.version <= this.bound) continue;
+      this.buffer.splice(i, 1);
+      this.droppedStale += 1;
+      this.discard(group.value);
+    }
+  }
+
+  private discard(value: G): void {
+    this.admitted -= 1;
+    this.discarded.push(value);
+  }
+
+  /**
+   * A step whose groups keep failing or being filtered trains on what it has rather than wait forever (the sync
+   * loop's max_num_gen_batches rounds, in groups).
+   */
+  private discardedTooMany(): boolean {
+    return this.discarded.length - this.droppedStale >= this.plan.maxDiscardedPerStep;
+  }
+
+  private hand(): Taken<G> {
+    const taken = { kept: this.buffer.splice(0, this.plan.groupsPerBatch), discarded: this.discarded, droppedStale: this.droppedStale };
+    this.discarded = [];
+    this.droppedStale = 0;
+    return taken;
+  }
+
+  private notify(): void {
+    const wake = this.wake;
+    this.wake = undefined;
+    wake?.();
+  }
+}

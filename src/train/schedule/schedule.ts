@@ -1,0 +1,102 @@
+/**
+ * The training scheduler: when generation runs and when the trainer updates, for each async_training.mode.
+ * - sync: a step's batch is generated, then trained on and synced; the next batch starts after the step's records,
+ *   exactly as the loop did before there were modes.
+ * - one_step_off: step k+1's batch starts the moment step k's batch is ready, so it is generated while the trainer
+ *   updates on step k (verl's one_step_off_policy). Every batch after the first lags one version.
+ * - fully_async: groups stream into a buffer (fully-async.ts); a step trains on the first train_batch_size ready.
+ * The schedule measures what a step needs to tune the split: staleness, stale drops, trainer and generator idle time.
+ */
+import { setMaxListeners } from "node:events";
+import { ActivityMeter, IdleWindow } from "./activity.js";
+import { runFullyAsync } from "./fully-async.js";
+import type { ScheduleOptions, ScheduleResult, StepReport } from "./types.js";
+
+/** What the mode runners share: the meters, the version the engine serves, and the run-wide cancel. */
+export interface ScheduleContext<B> {
+  generating: ActivityMeter;
+  /** The step whose weights the engine serves (firstStep − 1 until the first sync). */
+  served: number;
+  /** Aborts with the caller's signal, and when the schedule ends or fails: in-flight generation stops. */
+  cancel: AbortController;
+  /** The update and sync of `step`, timed; then the step's report for `finish`. */
+  train(step: number, batch: B, report: Pick<StepReport, "staleness" | "droppedStale">): Promise<StepReport>;
+}
+
+export async function runSchedule<B, G>(options: ScheduleOptions<B, G>): Promise<ScheduleResult> {
+  const clock = options.clock ?? (() => performance.now());
+  const training = new ActivityMeter(clock);
+  const generating = new ActivityMeter(clock);
+  const idle = new IdleWindow(clock, [training, generating]);
+  const cancel = new AbortController();
+  // Every group in flight (fully async) listens on it: hundreds are expected, not a leak.
+  setMaxListeners(0, cancel.signal);
+  const onStop = () => cancel.abort(options.signal.reason);
+  if (options.signal.aborted) onStop();
+  options.signal.addEventListener("abort", onStop, { once: true });
+  const context: ScheduleContext<B> = {
+    generating,
+    served: options.firstStep - 1,
+    cancel,
+    async train(step, batch, partial) {
+      training.begin();
+      try {
+        await options.trainer.train(step, batch);
+      } finally {
+        training.end();
+      }
+      context.served = step;
+      const [trainerIdle, generatorIdle] = idle.next();
+      return { ...partial, trainerIdle: trainerIdle!, generatorIdle: generatorIdle! };
+    },
+  };
+  try {
+    return options.mode === "fully_async" ? await runFullyAsync(options, context) : await runBatches(options, context);
+  } finally {
+    cancel.abort();
+    options.signal.removeEventListener("abort", onStop);
+  }
+}
+
+interface PendingBatch<B> {
+  step: number;
+  /** The version served when its generation started: its staleness is counted from there. */
+  version: number;
+  batch: Promise<B>;
+}
+
+/** sync and one_step_off: whole batches, the next one started before (one_step_off) or after (sync) the update. */
+async function runBatches<B, G>(options: ScheduleOptions<B, G>, context: ScheduleContext<B>): Promise<ScheduleResult> {
+  const { firstStep, lastStep, generator, trainer } = options;
+  const overlap = options.mode === "one_step_off";
+  const start = (step: number): PendingBatch<B> => {
+    context.generating.begin();
+    const batch = generator.batch(step, context.cancel.signal).finally(() => context.generating.end());
+    return { step, version: context.served, batch };
+  };
+  let next: PendingBatch<B> | undefined = firstStep <= lastStep ? start(firstStep) : undefined;
+  let steps = 0;
+  try {
+    for (let step = firstStep; step <= lastStep; step++) {
+      const pending: PendingBatch<B> = next!;
+      next = undefined;
+      const batch = await pending.batch;
+      if (options.signal.aborted) return { steps, stopped: true }; // its prompts go back (the caller's cursor)
+      if (overlap && step < lastStep) next = start(step + 1);
+      const staleness = new Array<number>(generator.size(batch)).fill(step - 1 - pending.version);
+      const report = await context.train(step, batch, { staleness, droppedStale: 0 });
+      await trainer.finish(step, batch, report);
+      steps += 1;
+      if (options.signal.aborted) return { steps, stopped: step < lastStep };
+      if (!overlap && step < lastStep) next = start(step + 1);
+    }
+    return { steps, stopped: false };
+  } finally {
+    if (next) {
+      // A batch started ahead that will not be trained (Ctrl-C, a failure): stop it and let it settle, so what it
+      // drew is known before the caller saves where the data stands.
+      context.cancel.abort();
+      await next.batch.catch(() => undefined);
+    }
+  }
+}

@@ -1,0 +1,247 @@
+/**
+ * The training scheduler (src/train/schedule) with a fake generator and trainer whose every call is a promise the
+ * test resolves by hand: which calls are outstanding at each point is the whole observable, so nothing here depends
+ * on wall-clock time. Covers: sync keeps generation and training apart; one_step_off generates step k+1 while step k
+ * trains; fully_async never trains a group past its staleness bound, drops and counts those that would be, and trains
+ * no group twice.
+ */
+import { describe, expect, it } from "vitest";
+import { runSchedule, type ScheduleOptions, type StepReport, type TrainingMode } from "../src/train/schedule/index.js";
+import { seededRandom } from "../src/data/random.js";
+
+/** A call the test resolves by hand. */
+interface Call<T> {
+  kind: "batch" | "group" | "train";
+  step: number;
+  id: number;
+  signal: AbortSignal | undefined;
+  resolve(value: T): void;
+  onAbort?: () => void;
+}
+
+const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/** Batches are lists of group ids; groups are ids. Every call stays open until the test resolves it. */
+class Harness {
+  readonly open: Call<unknown>[] = [];
+  readonly log: string[] = [];
+  readonly reports = new Map<number, StepReport>();
+  readonly trained = new Map<number, number[]>();
+  private nextId = 0;
+  /** Resolve training at once (the fully async checks drive generation only). */
+  autoTrain = false;
+
+  options(mode: TrainingMode, steps: number, signal = new AbortController().signal, plan: Partial<ScheduleOptions<number[], number>["fullyAsync"]> = {}): ScheduleOptions<number[], number> {
+    return {
+      mode, firstStep: 1, lastStep: steps, signal,
+      fullyAsync: { groupsPerBatch: 2, stalenessThreshold: 1, maxGroupsInFlight: 100, maxDiscardedPerStep: 100, ...plan },
+      generator: {
+        batch: (step, s) => this.call<number[]>("batch", step, s),
+        size: (batch) => batch.length,
+        group: (step, s) => this.call<number>("group", step, s).then((id) => ({ value: id, keep: id >= 0 })),
+        assemble: (_step, kept) => kept,
+      },
+      trainer: {
+        train: async (step, batch) => {
+          this.trained.set(step, batch);
+          if (!this.autoTrain) await this.call<void>("train", step, undefined);
+          this.log.push(`trained ${step}`);
+        },
+        finish: async (step, _batch, report) => {
+          this.reports.set(step, report);
+        },
+      },
+    };
+  }
+
+  private call<T>(kind: Call<T>["kind"], step: number, signal: AbortSignal | undefined): Promise<T> {
+    this.log.push(`${kind} ${step} start`);
+    return new Promise<T>((resolve) => {
+      const call: Call<T> = { kind, step, id: this.nextId++, signal, resolve };
+      this.open.push(call as Call<unknown>);
+      // An aborted generation settles at once, as runRollout does (its trajectories end as aborted).
+      call.onAbort = () => this.settle(call, (kind === "batch" ? [] : -1) as T);
+      signal?.addEventListener("abort", call.onAbort, { once: true });
+    });
+  }
+
+  settle<T>(call: Call<T>, value: T): void {
+    const i = this.open.indexOf(call as Call<unknown>);
+    if (i < 0) return;
+    this.open.splice(i, 1);
+    if (call.onAbort) call.signal?.removeEventListener("abort", call.onAbort);
+    call.resolve(value);
+  }
+
+  pending(kind: Call<unknown>["kind"]): Call<unknown>[] {
+    return this.open.filter((c) => c.kind === kind);
+  }
+
+  /** Resolves the one open call of `kind` (for `step`, when given). */
+  resolveOne(kind: Call<unknown>["kind"], value: unknown, step?: number): void {
+    const calls = this.pending(kind).filter((c) => step === undefined || c.step === step);
+    expect(calls).toHaveLength(1);
+    this.settle(calls[0]!, value);
+  }
+}
+
+describe("sync", () => {
+  it("generates the next batch only after the step is trained, synced and recorded, with staleness 0", async () => {
+    const h = new Harness();
+    const done = runSchedule(h.options("sync", 2));
+    await flush();
+    h.resolveOne("batch", [10, 11], 1);
+    await flush();
+    expect(h.pending("batch")).toHaveLength(0); // no generation while step 1 trains
+    h.resolveOne("train", undefined, 1);
+    await flush();
+    h.resolveOne("batch", [12, 13], 2);
+    await flush();
+    h.resolveOne("train", undefined, 2);
+    expect(await done).toEqual({ steps: 2, stopped: false });
+    expect(h.log).toEqual(["batch 1 start", "train 1 start", "trained 1", "batch 2 start", "train 2 start", "trained 2"]);
+    expect(h.reports.get(2)!.staleness).toEqual([0, 0]);
+    expect(h.reports.get(2)!.droppedStale).toBe(0);
+  });
+
+  it("forgets a step whose batch was still generating at Ctrl-C", async () => {
+    const h = new Harness();
+    const stop = new AbortController();
+    const done = runSchedule(h.options("sync", 3, stop.signal));
+    await flush();
+    stop.abort();
+    expect(await done).toEqual({ steps: 0, stopped: true });
+    expect(h.trained.size).toBe(0);
+  });
+});
+
+describe("one_step_off", () => {
+  it("starts generating step k+1 before the update of step k ends, and trains it one version stale", async () => {
+    const h = new Harness();
+    const done = runSchedule(h.options("one_step_off", 3));
+    await flush();
+    h.resolveOne("batch", [1, 2], 1);
+    await flush();
+    // Step 1 is training and step 2 generating, both still open.
+    expect(h.pending("train").map((c) => c.step)).toEqual([1]);
+    expect(h.pending("batch").map((c) => c.step)).toEqual([2]);
+    h.resolveOne("train", undefined, 1);
+    await flush();
+    h.resolveOne("batch", [3, 4], 2);
+    await flush();
+    expect(h.pending("batch").map((c) => c.step)).toEqual([3]);
+    h.resolveOne("train", undefined, 2);
+    await flush();
+    h.resolveOne("batch", [5, 6], 3);
+    await flush();
+    expect(h.pending("batch")).toHaveLength(0); // nothing generated past the last step
+    h.resolveOne("train", undefined, 3);
+    expect(await done).toEqual({ steps: 3, stopped: false });
+    expect([1, 2, 3].map((s) => h.reports.get(s)!.staleness)).toEqual([[0, 0], [1, 1], [1, 1]]);
+    expect(h.log.indexOf("batch 2 start")).toBeLessThan(h.log.indexOf("trained 1"));
+  });
+
+  it("cancels the batch generated ahead on Ctrl-C and waits for it before returning", async () => {
+    const h = new Harness();
+    const stop = new AbortController();
+    const done = runSchedule(h.options("one_step_off", 3, stop.signal));
+    await flush();
+    h.resolveOne("batch", [1, 2], 1);
+    await flush();
+    const ahead = h.pending("batch")[0]!;
+    stop.abort();
+    h.resolveOne("train", undefined, 1);
+    expect(await done).toEqual({ steps: 1, stopped: true });
+    expect(ahead.signal!.aborted).toBe(true);
+    expect(h.open).toHaveLength(0);
+    expect([...h.trained.keys()]).toEqual([1]);
+  });
+});
+
+describe("fully_async", () => {
+  it("with staleness_threshold 0 starts no group for step 2 before step 1 is synced", async () => {
+    const h = new Harness();
+    const done = runSchedule(h.options("fully_async", 2, undefined, { stalenessThreshold: 0 }));
+    await flush();
+    expect(h.pending("group")).toHaveLength(2);
+    for (const id of [100, 101]) h.settle(h.pending("group")[0]!, id);
+    await flush();
+    expect(h.pending("group")).toHaveLength(0);
+    h.resolveOne("train", undefined, 1);
+    await flush();
+    expect(h.pending("group")).toHaveLength(2);
+    for (const id of [102, 103]) h.settle(h.pending("group")[0]!, id);
+    await flush();
+    h.resolveOne("train", undefined, 2);
+    await done;
+    expect(h.trained.get(1)).toEqual([100, 101]);
+    expect(h.trained.get(2)).toEqual([102, 103]);
+    expect(h.reports.get(2)!.staleness).toEqual([0, 0]);
+  });
+
+  it("drops a group that would train past the bound, counts it, and refills its place", async () => {
+    const h = new Harness();
+    h.autoTrain = true;
+    const done = runSchedule(h.options("fully_async", 3, undefined, { stalenessThreshold: 1 }));
+    await flush();
+    // Four groups start with version 0 (one batch ahead). The first one is slow.
+    const [slow, ...rest] = h.pending("group");
+    expect(rest).toHaveLength(3);
+    rest.forEach((c, i) => h.settle(c, 10 + i)); // steps 1 and 2 can train without it
+    await flush();
+    for (let i = 0; h.trained.size < 2; i++) {
+      h.settle(h.pending("group").find((c) => c !== slow)!, 20 + i);
+      await flush();
+    }
+    h.settle(slow, 99); // started at version 0, the trainer is at version 2: staleness 2 > 1
+    await flush();
+    while (h.trained.size < 3) {
+      h.settle(h.pending("group")[0]!, 30 + h.trained.size);
+      await flush();
+    }
+    await done;
+    const trained = [...h.trained.values()].flat();
+    expect(trained).not.toContain(99);
+    expect(h.reports.get(3)!.droppedStale).toBe(1);
+    expect(Math.max(...[...h.reports.values()].flatMap((r) => r.staleness))).toBeLessThanOrEqual(1);
+  });
+
+  it.each([0, 0.5, 1, 2])("never trains past ceil(staleness_threshold = %s), nor a group twice, whatever the finishing order", async (threshold) => {
+    for (const seed of [1, 2, 3, 4, 5]) {
+      const random = seededRandom(seed);
+      const h = new Harness();
+      h.autoTrain = true;
+      const steps = 12;
+      const finished = { value: false };
+      const done = runSchedule(h.options("fully_async", steps, undefined, { groupsPerBatch: 3, stalenessThreshold: threshold })).finally(() => (finished.value = true));
+      let id = 0;
+      while (!finished.value) {
+        await flush();
+        const open = h.pending("group");
+        if (open.length > 0) h.settle(open[Math.floor(random() * open.length)]!, id++);
+      }
+      expect(await done).toEqual({ steps, stopped: false });
+      const trained = [...h.trained.values()].flat();
+      expect(new Set(trained).size).toBe(trained.length);
+      expect(trained).toHaveLength(steps * 3);
+      const staleness = [...h.reports.values()].flatMap((r) => r.staleness);
+      expect(Math.max(...staleness)).toBeLessThanOrEqual(Math.ceil(threshold));
+      expect(Math.min(...staleness)).toBeGreaterThanOrEqual(0);
+      const dropped = [...h.reports.values()].reduce((s, r) => s + r.droppedStale, 0);
+      // Every group started is trained, dropped stale, or cancelled at the end.
+      expect(trained.length + dropped).toBeLessThanOrEqual(id);
+    }
+  });
+
+  it("trains on fewer groups rather than wait forever when groups keep having nothing to train on", async () => {
+    const h = new Harness();
+    h.autoTrain = true;
+    const done = runSchedule(h.options("fully_async", 1, undefined, { maxDiscardedPerStep: 3 }));
+    for (let i = 0; i < 3; i++) {
+      await flush();
+      h.settle(h.pending("group")[0]!, -1); // keep: false
+    }
+    await done;
+    expect(h.trained.get(1)).toEqual([]);
+  });
+});
