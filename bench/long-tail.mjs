@@ -8,6 +8,7 @@
  *   npx tsc -p tsconfig.json && node bench/long-tail.mjs            # 10 seeds per cell
  *   BENCH_QUICK=1 node bench/long-tail.mjs   # 3 seeds
  */
+import { fmt, median, pct, range } from "./lib/table-format.mjs";
 import { drawTrajectories, lognormal, pareto, runRequestLevel, runTurnSynchronous } from "./lib/serving-sim.mjs";
 
 const quick = process.env.BENCH_QUICK === "1";
@@ -46,14 +47,6 @@ const loads = [
   { batch: 512, capacity: 64 },
 ];
 
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
-};
-const fmt = (x, d = 2) => x.toFixed(d);
-const pct = (x) => `${(100 * x).toFixed(0)}%`;
-const range = (xs) => `${fmt(median(xs))} (${fmt(Math.min(...xs))}–${fmt(Math.max(...xs))})`;
 
 /** Every decoded token belongs to some trajectory: a cheap check that the simulation did not lose or invent work. */
 function checkConservation(result, trajectories) {

@@ -23,7 +23,7 @@ export function pareto(random, scale, alpha) {
 }
 
 /** A binary min-heap of timers ordered by (time, insertion order), so equal times fire first-in first-out. */
-class TimerHeap {
+export class TimerHeap {
   items = [];
   seq = 0;
   get size() {

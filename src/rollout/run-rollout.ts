@@ -10,6 +10,7 @@ import type { TrajectoryWriter } from "../data/trajectory-store.js";
 import { PromptTooLongError, runTrajectory, type TrajectoryContext } from "./run-trajectory.js";
 import { sampleOf, type Prompt, type Sample } from "./sample.js";
 import { RolloutStats } from "./stats.js";
+import type { Semaphore } from "../tools/index.js";
 import { OVER_SAMPLE_FINISH_REASON, OverSampleAbort, overSampleTarget } from "./over-sample.js";
 
 export interface RolloutRun {
@@ -32,6 +33,11 @@ export interface RolloutRun {
   overSample?: { rate: number; total: number };
   onTrajectory?: (trajectory: Trajectory, stats: RolloutStats) => void;
   onStart?: (sample: Sample) => void;
+  /**
+   * Trajectory slots shared with other runs: `agentrl train`'s fully_async mode runs one runRollout per prompt's group
+   * and keeps max_concurrency trajectories in flight across all of them.
+   */
+  slots?: Semaphore;
 }
 
 export interface RolloutResult {
@@ -147,6 +153,9 @@ class Rollout {
       this.overlongSamples += 1;
       return undefined;
     }
+    // A sample still waiting for a shared slot when the run stops never started: like one never pulled, it is redone.
+    const release = this.run.slots ? await this.run.slots.acquire(this.controller.signal).catch(() => undefined) : () => undefined;
+    if (!release) return undefined;
     this.run.onStart?.(sample);
     try {
       return await runTrajectory(sample, this.context);
@@ -158,6 +167,8 @@ class Rollout {
       this.overlongPrompts.add(sample.dataIndex);
       this.overlongSamples += 1;
       return undefined;
+    } finally {
+      release();
     }
   }
 

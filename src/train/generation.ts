@@ -4,6 +4,7 @@
  * stays pending (pending-draws.ts) until the trainer takes the batch it went into.
  */
 import type { Prompt } from "../rollout/sample.js";
+import { Semaphore } from "../tools/index.js";
 import type { DataCursor } from "./data-cursor.js";
 import type { PendingDraws } from "./pending-draws.js";
 import type { TrainReporter } from "./reporter.js";
@@ -22,10 +23,13 @@ export interface GenerationDeps {
   rollout: StepRollout;
   plan: BatchPlan;
   reporter: TrainReporter;
+  /** rollout.max_concurrency: trajectories in flight across all of fully_async's groups. */
+  maxConcurrency: number;
 }
 
-export function trainGenerator({ prompts, cursor, draws, rollout, plan, reporter }: GenerationDeps): TrainGenerator {
+export function trainGenerator({ prompts, cursor, draws, rollout, plan, reporter, maxConcurrency }: GenerationDeps): TrainGenerator {
   const tickets = new WeakMap<RolloutBatch, number[]>();
+  const slots = new Semaphore(Math.max(1, maxConcurrency));
   let groups = 0;
   let handedAt = performance.now();
   return {
@@ -41,7 +45,7 @@ export function trainGenerator({ prompts, cursor, draws, rollout, plan, reporter
       const ticket = draws.add(cursor.position);
       const index = cursor.next(1)[0]!;
       // Group ids stay unique across steps: a group is generated for one step and may be trained in a later one.
-      const result = await rolloutGroup(step, { ...prompts[index]!, groupId: `${step}.g${groups++}` }, rollout, plan, signal);
+      const result = await rolloutGroup(step, { ...prompts[index]!, groupId: `${step}.g${groups++}` }, rollout, plan, { signal, slots });
       tickets.set(result.value, [ticket]);
       return result;
     },

@@ -88,6 +88,7 @@ async function trainSteps(first: number, last: number, stages: TrainStages, draw
   const plan = { groups: config.data.train_batch_size, n: rollout.n, filter };
   const generator = trainGenerator({
     prompts: options.trainPrompts, cursor: stages.progress.cursor, draws, rollout: stages.trainRollout, plan, reporter: options.reporter,
+    maxConcurrency: rollout.max_concurrency,
   });
   await runSchedule({
     mode: config.async_training.mode,
@@ -99,7 +100,8 @@ async function trainSteps(first: number, last: number, stages: TrainStages, draw
     fullyAsync: {
       groupsPerBatch: config.data.train_batch_size,
       stalenessThreshold: config.async_training.staleness_threshold,
-      maxGroupsInFlight: Math.max(1, Math.floor(rollout.max_concurrency / rollout.n)),
+      // Trajectories share max_concurrency slots (generation.ts); admission alone bounds the groups drawn ahead.
+      maxGroupsInFlight: Number.POSITIVE_INFINITY,
       maxDiscardedPerStep: (filter.enable ? filter.max_num_gen_batches : 1) * config.data.train_batch_size,
     },
   });

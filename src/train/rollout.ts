@@ -15,6 +15,7 @@ import type { TrainConfig } from "./config.js";
 import type { DataCursor } from "./data-cursor.js";
 import type { TrainReporter } from "./reporter.js";
 import { selectGroups } from "./select-groups.js";
+import type { Semaphore } from "../tools/index.js";
 
 export interface RolloutBatch {
   /** What the step trains on: the kept groups' trainable members. */
@@ -54,7 +55,7 @@ export async function rolloutBatch(
       ...data.prompts[index]!,
       groupId: `${step}.${batch.rounds}.${position}`,
     }));
-    const result = await rollout(step, prompts, undefined, stop);
+    const result = await rollout(step, prompts, { signal: stop });
     batch.rounds += 1;
     batch.overSampleAborted += result.overSampleAborted + result.overSampleNotStarted;
     const trajectories = result.trajectories ?? [];
@@ -71,9 +72,10 @@ export async function rolloutBatch(
 
 /**
  * One runRollout of a step over some prompts: the run's parts, client and length budgets, progress on the status line.
- * `signal` stops it instead of the run's Ctrl-C signal (the scheduler's, which also stops generation ahead of training).
+ * `signal` stops it instead of the run's Ctrl-C signal (the scheduler's, which also stops generation ahead of training);
+ * `slots` are trajectory slots shared with other runs (fully_async).
  */
-export type StepRollout = (step: number, prompts: Prompt[], writer?: TrajectoryWriter, signal?: AbortSignal) => Promise<RolloutResult>;
+export type StepRollout = (step: number, prompts: Prompt[], options?: { writer?: TrajectoryWriter; signal?: AbortSignal; slots?: Semaphore }) => Promise<RolloutResult>;
 
 export interface RolloutDeps {
   config: TrainConfig;
@@ -89,7 +91,7 @@ export function stepRollout({ config, parts, client, reporter, stop }: RolloutDe
   const sampling = kind === "val" ? { ...rollout, temperature: val_kwargs.temperature, top_p: val_kwargs.top_p, top_k: val_kwargs.top_k } : rollout;
   const n = kind === "val" ? val_kwargs.n : rollout.n;
   const lengths = { maxPromptLength: config.data.max_prompt_length, maxResponseLength: config.data.max_response_length };
-  return (step, prompts, writer, signal) =>
+  return (step, prompts, { writer, signal, slots } = {}) =>
     runRollout({
       prompts,
       n,
@@ -99,6 +101,7 @@ export function stepRollout({ config, parts, client, reporter, stop }: RolloutDe
       filterOverlongPrompts: config.data.filter_overlong_prompts,
       ...(kind === "train" ? { overSample: { rate: rollout.over_sample_rate, total: prompts.length * n } } : {}),
       signal: signal ?? stop,
+      ...(slots ? { slots } : {}),
       onTrajectory: (_t, stats) => reporter.rolloutProgress(step, stats.size, prompts.length * n, stats),
     });
 }
@@ -109,10 +112,11 @@ export async function rolloutGroup(
   prompt: Prompt,
   rollout: StepRollout,
   plan: BatchPlan,
-  signal: AbortSignal,
+  run: { signal: AbortSignal; slots: Semaphore },
 ): Promise<{ value: RolloutBatch; keep: boolean }> {
   const started = performance.now();
-  const result = await rollout(step, [prompt], undefined, signal);
+  const { signal } = run;
+  const result = await rollout(step, [prompt], run);
   const trajectories = result.trajectories ?? [];
   const selection = selectGroups(trajectories, { n: plan.n, dropEqualRewards: plan.filter.enable, maxGroups: 1 });
   const value: RolloutBatch = {

@@ -20,7 +20,7 @@ export async function validate(
   options.reporter.phase(step, "validate");
   const file = options.runDir.rolloutFile(step, "val");
   const writer = await openTrajectoryWriter(file, { force: true });
-  await rollout(step, prompts, writer);
+  await rollout(step, prompts, { writer });
   await writer.close();
   const collected: Trajectory[] = [];
   for await (const t of readTrajectories(file)) collected.push(t);
