@@ -52,6 +52,24 @@ describe("agentrl train --dry-run", () => {
     expect(result.stderr).toContain("actor_rollout_ref.actor.ppo_epoch: unknown key (did you mean actor_rollout_ref.actor.ppo_epochs?)");
   });
 
+  it("async_training: shows the mode's staleness; an unknown mode, or an async mode colocated, is exit 2 naming the key", async () => {
+    const file = config("async.yaml", base);
+    const ok = await runCli(["train", "--config", file, "--dry-run", "--json", "--set", "async_training.mode=fully_async", "--set", "async_training.staleness_threshold=1.5"]);
+    expect(ok.code, ok.stderr).toBe(0);
+    expect(JSON.parse(ok.stdout).implied.generation).toBe(
+      "fully_async: generation runs up to 24 groups beyond the 16 of the step being trained; staleness ≤ 2, staler groups dropped",
+    );
+    const bad = await runCli(["train", "--config", file, "--dry-run", "--set", "async_training.mode=async"]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('async_training.mode: Invalid option: expected one of "sync"|"one_step_off"|"fully_async"');
+    const colocated = await runCli(["train", "--config", file, "--dry-run", "--colocate", "--set", "async_training.mode=one_step_off"]);
+    expect(colocated.code).toBe(2);
+    expect(colocated.stderr).toContain("async_training.mode: one_step_off needs the engine on GPUs of its own; trainer.colocate is true");
+    const verlSync = await runCli(["train", "--config", file, "--dry-run", "--set", "async_training.trigger_parameter_sync_step=4"]);
+    expect(verlSync.code).toBe(2);
+    expect(verlSync.stderr).toContain("async_training.trigger_parameter_sync_step=4: agentrl syncs the weights after every update");
+  });
+
   it("rejects a misspelled key given with --set", async () => {
     const result = await runCli(["train", "--config", config("ok2.yaml", base), "--dry-run", "--set", "trainer.save_freqq=5"]);
     expect(result.code).toBe(2);
