@@ -7,45 +7,56 @@
  *   and no prompt's group is trained twice.
  * The scheduler's own rules (overlap, drops, admission) are test/async-schedule.test.ts's, with fakes.
  */
+import { readFileSync } from "node:fs";
 import path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { runCli, REPO_ROOT } from "./helpers/cli.js";
-import { DEMO_CONFIG, readMetrics, readStep, type Metrics } from "./helpers/train.js";
+import { DEMO_CONFIG, pollUntil, readMetrics, readStep, startCli, stateStep, type Metrics } from "./helpers/train.js";
 import { tempDir } from "./helpers/tmp.js";
 import { readPrompts } from "../src/rollout/sample.js";
-import { DataCursor } from "../src/train/data-cursor.js";
+import { DataCursor, type CursorState } from "../src/train/data-cursor.js";
 import type { Trajectory } from "../src/data/trajectory.js";
 
 const STEPS = 3;
 const GROUPS = 4; // the fixture's train_batch_size
 const scratch = tempDir("train-async");
 
+const trainArgs = (runDir: string, mode: string, steps = STEPS) => [
+  "train", "--config", DEMO_CONFIG,
+  "--set", `trainer.default_local_dir=${runDir}`,
+  "--set", `trainer.total_training_steps=${steps}`,
+  "--set", "trainer.test_freq=-1",
+  "--set", `async_training.mode=${mode}`,
+];
+
+async function readRun(runDir: string, count: number): Promise<Trajectory[][]> {
+  const steps: Trajectory[][] = [];
+  for (let step = 1; step <= count; step++) steps.push(await readStep(runDir, step));
+  return steps;
+}
+
 async function train(mode: string, extra: string[] = []): Promise<{ runDir: string; metrics: Metrics[]; steps: Trajectory[][] }> {
   const runDir = path.join(scratch, mode);
-  const result = await runCli(
-    [
-      "train", "--config", DEMO_CONFIG, "--quiet",
-      "--set", `trainer.default_local_dir=${runDir}`,
-      "--set", `trainer.total_training_steps=${STEPS}`,
-      "--set", "trainer.test_freq=-1",
-      "--set", `async_training.mode=${mode}`,
-      ...extra,
-    ],
-    { timeoutMs: 240_000 },
-  );
+  const result = await runCli([...trainArgs(runDir, mode), "--quiet", ...extra], { timeoutMs: 240_000 });
   expect(result.code, result.stderr).toBe(0);
-  const steps: Trajectory[][] = [];
-  for (let step = 1; step <= STEPS; step++) steps.push(await readStep(runDir, step));
-  return { runDir, metrics: readMetrics(runDir), steps };
+  return { runDir, metrics: readMetrics(runDir), steps: await readRun(runDir, STEPS) };
 }
 
 /** Each step's prompts as sync takes them: the seeded cursor, train_batch_size at a time (data.seed 1, shuffled). */
-async function syncOrder(): Promise<number[][]> {
+async function syncOrder(steps = STEPS): Promise<{ order: number[][]; cursorAfter: (step: number) => CursorState }> {
   const prompts = [];
   for await (const p of readPrompts(path.join(REPO_ROOT, "examples", "cpu-demo", "data", "train.parquet"))) prompts.push(p);
   const cursor = new DataCursor(prompts.length, 1, true);
-  return Array.from({ length: STEPS }, () => cursor.next(GROUPS).map((i) => prompts[i]!.dataIndex).sort((a, b) => a - b));
+  const order = Array.from({ length: steps }, () => cursor.next(GROUPS).map((i) => prompts[i]!.dataIndex).sort((a, b) => a - b));
+  const cursorAfter = (step: number) => {
+    const fresh = new DataCursor(prompts.length, 1, true);
+    fresh.next(step * GROUPS);
+    return fresh.position;
+  };
+  return { order, cursorAfter };
 }
+
+const promptsPerStep = (steps: Trajectory[][]) => steps.map((s) => [...new Set(s.map((t) => t.data_index))].sort((a, b) => a - b));
 
 const trainedIds = (steps: Trajectory[][]) => steps.map((s) => s.filter((t) => t.advantage != null));
 
@@ -67,9 +78,31 @@ describe("async_training.mode: one_step_off", () => {
   });
 
   it("uses the prompts of the seeded data order, step by step, as sync would", async () => {
-    const order = run.steps.map((s) => [...new Set(s.map((t) => t.data_index))].sort((a, b) => a - b));
-    expect(order).toEqual(await syncOrder());
+    expect(promptsPerStep(run.steps)).toEqual((await syncOrder()).order);
   });
+});
+
+describe("async_training.mode: one_step_off, stopped and resumed", () => {
+  it("Ctrl-C while the next batch generates: the checkpoint's cursor gives that batch's prompts back; --resume takes them", async () => {
+    const runDir = path.join(scratch, "one_step_off-stopped");
+    // A checkpoint every step: each is written while the next step's batch is already drawn and generating.
+    const args = [...trainArgs(runDir, "one_step_off", 4), "--json", "--set", "trainer.save_freq=1"];
+    const run = startCli(args);
+    expect(await pollUntil(() => run.steps().includes(1), { timeoutMs: 240_000, alive: run.running })).toBe(true);
+    run.child.kill("SIGINT");
+    const exit = await run.exited;
+    expect(exit.code, run.stderr()).toBe(130);
+    const stopped = stateStep(runDir);
+    expect(stopped).toBeGreaterThanOrEqual(1);
+    expect(stopped).toBeLessThan(4);
+    const { order, cursorAfter } = await syncOrder(4);
+    const state = JSON.parse(readFileSync(path.join(runDir, "state.json"), "utf8")) as { cursor: CursorState };
+    expect(state.cursor).toEqual(cursorAfter(stopped));
+    const again = await runCli([...args, "--resume"], { timeoutMs: 240_000 });
+    expect(again.code, again.stderr).toBe(0);
+    expect(readMetrics(runDir).map((m) => m.step)).toEqual([1, 2, 3, 4]);
+    expect(promptsPerStep(await readRun(runDir, 4))).toEqual(order);
+  }, 600_000);
 });
 
 describe("async_training.mode: fully_async", () => {

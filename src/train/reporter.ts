@@ -45,6 +45,16 @@ function stepLine(step: number, total: number, m: Record<string, number>): strin
     `step ${String(step).padStart(4)}/${total} | reward ${f3(m["critic/rewards/mean"])} | acc ${f3(m["acc/mean"])} | ` +
     `kl ${small3(m["actor/kl_loss"] ?? m["actor/ppo_kl"])} | grad_norm ${f3(m["actor/grad_norm"])} | ` +
     `pg_loss ${f3(m["actor/pg_loss"])} | clip ${f3(m["actor/pg_clipfrac"])} | ` +
-    `len ${Math.round(m["response_length/mean"] ?? 0)} | turns ${f3(m["num_turns/mean"])} | tools ${f3(m["tool/calls_per_traj"])} | ${timing}`
+    `len ${Math.round(m["response_length/mean"] ?? 0)} | turns ${f3(m["num_turns/mean"])} | tools ${f3(m["tool/calls_per_traj"])} | ${timing}` +
+    asyncPart(m)
   );
+}
+
+/** Only when generation ran ahead (async_training.mode): how stale the step's samples were, and who waited. */
+function asyncPart(m: Record<string, number>): string {
+  const stale = m["async/staleness_max"] ?? 0;
+  const dropped = m["async/dropped_stale"] ?? 0;
+  if (stale === 0 && dropped === 0) return "";
+  const idle = (key: string) => `${Math.round(100 * (m[key] ?? 0))}%`;
+  return ` | stale ≤${stale}${dropped ? ` (${dropped} dropped)` : ""}, idle trainer ${idle("trainer/idle_ratio")} gen ${idle("rollouter/idle_ratio")}`;
 }
