@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { DataCursor, epochOrder } from "../src/train/data-cursor.js";
+import { PendingDraws } from "../src/train/pending-draws.js";
 
 describe("DataCursor", () => {
   it("hands out every prompt once per epoch, in a seeded order that differs between epochs", () => {
@@ -30,5 +31,21 @@ describe("DataCursor", () => {
     cursor.restore(before);
     expect(cursor.next(2)).toEqual(taken);
     expect(taken).toEqual([0, 1]);
+  });
+});
+
+describe("PendingDraws", () => {
+  it("saves the position of the earliest draw not yet trained on, across epochs, else the cursor's", () => {
+    const cursor = new DataCursor(5, 1, true);
+    const draws = new PendingDraws();
+    const first = draws.add(cursor.position);
+    cursor.next(4);
+    const second = draws.add(cursor.position);
+    cursor.next(4); // into epoch 1
+    expect(draws.earliest(cursor.position)).toEqual({ epoch: 0, offset: 0 });
+    draws.settle(first);
+    expect(draws.earliest(cursor.position)).toEqual({ epoch: 0, offset: 4 });
+    draws.settle(second);
+    expect(draws.earliest(cursor.position)).toEqual({ epoch: 1, offset: 3 });
   });
 });
