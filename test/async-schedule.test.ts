@@ -233,6 +233,23 @@ describe("fully_async", () => {
     }
   });
 
+  it("stops generating once the last step has its groups, before that step trains", async () => {
+    const h = new Harness();
+    const done = runSchedule(h.options("fully_async", 1, undefined, { stalenessThreshold: 1 }));
+    await flush();
+    const started = h.pending("group");
+    expect(started).toHaveLength(4); // the step's 2 groups and 1 × 2 ahead
+    h.settle(started[0]!, 1);
+    h.settle(started[1]!, 2);
+    await flush();
+    expect(h.pending("train")).toHaveLength(1);
+    expect(started.slice(2).map((c) => c.signal!.aborted)).toEqual([true, true]);
+    expect(h.pending("group")).toHaveLength(0);
+    h.resolveOne("train", undefined, 1);
+    await done;
+    expect(h.trained.get(1)).toEqual([1, 2]);
+  });
+
   it("trains on fewer groups rather than wait forever when groups keep having nothing to train on", async () => {
     const h = new Harness();
     h.autoTrain = true;

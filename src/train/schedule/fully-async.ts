@@ -29,10 +29,12 @@ export async function runFullyAsync<B, G>(options: ScheduleOptions<B, G>, contex
     for (let step = options.firstStep; step <= options.lastStep; step++) {
       const taken = await stream.take(step);
       if (!taken) return { steps, stopped: true };
+      // Nothing generated from here on would be trained: the engine's time goes to the last update instead.
+      if (step === options.lastStep) await stream.close();
       const batch = options.generator.assemble(step, taken.kept.map((g) => g.value), taken.discarded);
       const staleness = taken.kept.map((g) => context.served - g.version);
       const report = await context.train(step, batch, { staleness, droppedStale: taken.droppedStale });
-      stream.trained(step + 1);
+      if (step < options.lastStep) stream.trained(step + 1);
       await options.trainer.finish(step, batch, report);
       steps += 1;
       if (options.signal.aborted) return { steps, stopped: step < options.lastStep };
