@@ -40,6 +40,8 @@ const honoured = (value?: unknown): VerlVerdict => (value === undefined ? { clas
 const noted = (note: string, value?: unknown): VerlVerdict => (value === undefined ? { class: "noted", note } : { class: "noted", note, value });
 const refused = (why: string): VerlVerdict => ({ class: "refused", why });
 
+const ENGINE_GPUS = "the engine runs on servers of its own (agentrl train --server URL, or the embedded engine), apart from the trainer's GPUs";
+
 const TRAIN = ["train"] as const;
 const SFT = ["sft"] as const;
 const ROLLOUT_AND_TRAIN = ["rollout", "train"] as const;
@@ -216,6 +218,14 @@ export const VERL_KEYS: readonly VerlKey[] = [
   fixed("async_training.use_rollout_log_probs", TRAIN, false, "PPO's old log-probs come from the trainer", {
     note: "PPO's old log-probs come from the trainer; the engine's behaviour log-probs enter through algorithm.rollout_is_threshold",
   }, BOOLEANS),
+
+  ignored("data.gen_batch_size", TRAIN,
+    "agentrl draws prompts as it needs them: a dynamic-sampling round takes the groups still missing, fully_async one prompt at a time"),
+  ignored("rollout.nnodes", TRAIN, ENGINE_GPUS),
+  ignored("rollout.n_gpus_per_node", TRAIN, ENGINE_GPUS),
+  ignored("rollout.total_rollout_steps", TRAIN, "the run's length is trainer.total_training_steps (or total_epochs) steps of data.train_batch_size prompts"),
+  ignored("rollout.total_epochs", TRAIN, "the run's length is trainer.total_epochs (or total_training_steps)"),
+  ignored("rollout.test_freq", TRAIN, "validation runs every trainer.test_freq steps"),
 
   // trainer
   fixed("trainer.critic_warmup", TRAIN, 0, "the actor trains from the first step", {
