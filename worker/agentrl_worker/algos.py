@@ -239,6 +239,22 @@ def response_turn_classes(response_mask: Tensor) -> dict[str, Tensor]:
     return {"turn_start": starts, "final_turn": final, "tool_turns": on & ~final}
 
 
+def truncated_is_weights(old_log_prob: Tensor, rollout_log_prob: Tensor, threshold: float, mask: Tensor) -> tuple[Tensor, dict[str, float]]:
+    """verl's rollout importance sampling, token-level and truncated (TIS): w = min(exp(old - rollout), threshold) on
+    the masked tokens, 0 elsewhere, correcting for the engine sampling from other weights or kernels than the trainer's
+    (a stale policy under asynchronous training, or training-inference mismatch). Also the weights' statistics before
+    truncation: mean, max, and the fraction of tokens the threshold cut."""
+    ratio = torch.exp(torch.clamp(old_log_prob - rollout_log_prob, -20.0, 20.0))
+    weights = torch.clamp(ratio, max=threshold) * mask
+    on = mask > 0
+    stats = {
+        "rollout_is/mean": masked_mean(ratio, mask).item(),
+        "rollout_is/max": ratio[on].max().item() if on.any() else 0.0,
+        "rollout_is/clipped_frac": masked_mean((ratio > threshold).float(), mask).item(),
+    }
+    return weights, stats
+
+
 def kl_penalty(log_prob: Tensor, ref_log_prob: Tensor, kind: str) -> Tensor:
     """Per-token KL estimate between the policy and the reference, from sampled-token log-probs.
 

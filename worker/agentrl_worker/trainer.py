@@ -217,10 +217,9 @@ class Trainer:
             raise ConfigError("update: use_kl_loss needs ref_log_probs from compute_log_probs")
         advantages = self._advantages(batch)
         mask_all = batch["response_mask"].float()
-        is_weights = None
+        is_weights, is_stats = None, {}
         if config.rollout_is_threshold is not None and "rollout_log_probs" in batch:
-            ratio = torch.exp(torch.clamp(batch["old_log_probs"] - batch["rollout_log_probs"], -20.0, 20.0))
-            is_weights = torch.clamp(ratio, max=config.rollout_is_threshold) * mask_all
+            is_weights, is_stats = algos.truncated_is_weights(batch["old_log_probs"], batch["rollout_log_probs"], config.rollout_is_threshold, mask_all)
         self.model.train()
         history: list[dict[str, float]] = []
         for _ in range(config.ppo_epochs):
@@ -234,6 +233,7 @@ class Trainer:
         metrics["actor/advantage_mean"] = algos.masked_mean(advantages.unsqueeze(-1).expand_as(mask_all), mask_all).item()
         if "rollout_log_probs" in batch:
             metrics.update(_mismatch_metrics(batch["old_log_probs"], batch["rollout_log_probs"], mask_all))
+        metrics.update(is_stats)
         # Per-row advantages go back to the CLI for the trajectory records (inspect --group shows them).
         return {"metrics": metrics, "step": self.step, "advantages": [float(a) for a in advantages.tolist()]}
 

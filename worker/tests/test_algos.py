@@ -293,3 +293,16 @@ def test_token_log_probs_matches_the_entropy_variant():
     # bit for bit: compute_log_probs uses one, a training step without entropy the other
     for temperature in (1.0, 0.7):
         assert torch.equal(token_log_probs(logits, labels, temperature), log_probs_and_entropy(logits, labels, temperature)[0])
+
+
+def test_truncated_is_weights_clip_at_the_threshold_on_masked_tokens_and_report_the_untruncated_stats():
+    from agentrl_worker.algos import truncated_is_weights
+
+    old = torch.log(torch.tensor([[0.5, 0.9, 0.2, 0.3]]))
+    rollout = torch.log(torch.tensor([[0.25, 0.9, 0.4, 0.01]]))
+    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0]])  # the last token is not trained on: weight 0, left out of the stats
+    weights, stats = truncated_is_weights(old, rollout, 1.5, mask)
+    torch.testing.assert_close(weights, torch.tensor([[1.5, 1.0, 0.5, 0.0]]))
+    assert stats["rollout_is/max"] == pytest.approx(2.0)
+    assert stats["rollout_is/mean"] == pytest.approx((2.0 + 1.0 + 0.5) / 3)
+    assert stats["rollout_is/clipped_frac"] == pytest.approx(1 / 3)
