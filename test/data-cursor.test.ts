@@ -37,15 +37,38 @@ describe("DataCursor", () => {
 describe("PendingDraws", () => {
   it("saves the position of the earliest draw not yet trained on, across epochs, else the cursor's", () => {
     const cursor = new DataCursor(5, 1, true);
-    const draws = new PendingDraws();
-    const first = draws.add(cursor.position);
+    const draws = new PendingDraws(cursor);
+    const first = draws.add();
     cursor.next(4);
-    const second = draws.add(cursor.position);
+    const second = draws.add();
     cursor.next(4); // into epoch 1
-    expect(draws.earliest(cursor.position)).toEqual({ epoch: 0, offset: 0 });
+    expect(draws.checkpoint()).toEqual({ epoch: 0, offset: 0 });
     draws.settle(first);
-    expect(draws.earliest(cursor.position)).toEqual({ epoch: 0, offset: 4 });
+    expect(draws.checkpoint()).toEqual({ epoch: 0, offset: 4 });
     draws.settle(second);
-    expect(draws.earliest(cursor.position)).toEqual({ epoch: 1, offset: 3 });
+    expect(draws.checkpoint()).toEqual({ epoch: 1, offset: 3 });
+  });
+
+  it("with groups trained out of order, a resumed cursor draws exactly the untrained ones, then goes on as before", () => {
+    const straight = new DataCursor(5, 2, true).next(8);
+    const cursor = new DataCursor(5, 2, true);
+    const draws = new PendingDraws(cursor);
+    const tickets = Array.from({ length: 6 }, () => {
+      const ticket = draws.add();
+      cursor.next(1);
+      return ticket;
+    });
+    for (const t of [1, 3, 4]) draws.settle(tickets[t]!); // groups 0, 2 and 5 still generating
+    const saved = draws.checkpoint();
+    expect(saved).toEqual({ epoch: 0, offset: 0, skip: [1, 3, 4] });
+
+    const resumed = new DataCursor(5, 2, true, JSON.parse(JSON.stringify(saved)) as typeof saved);
+    const again = new PendingDraws(resumed);
+    const redo = [again.add(), resumed.next(1)[0], again.add(), resumed.next(1)[0], again.add(), resumed.next(1)[0]];
+    expect([redo[1], redo[3], redo[5]]).toEqual([straight[0], straight[2], straight[5]]);
+    expect(resumed.next(2)).toEqual(straight.slice(6, 8));
+    // A second checkpoint with the first redone group still open keeps the places already trained before.
+    again.settle(redo[2] as number);
+    expect(again.checkpoint()).toEqual({ epoch: 0, offset: 0, skip: [1, 2, 3, 4] });
   });
 });

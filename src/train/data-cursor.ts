@@ -9,6 +9,11 @@ export interface CursorState {
   epoch: number;
   /** Prompts of the current epoch's permutation already handed out. */
   offset: number;
+  /**
+   * Places ahead of this one (epoch × size + offset) already trained on: with fully_async, groups finish out of order,
+   * so a checkpoint at the earliest untrained prompt lists those after it that were trained; next() passes over them.
+   */
+  skip?: number[];
 }
 
 export function epochOrder(size: number, seed: number, epoch: number, shuffle: boolean): number[] {
@@ -24,23 +29,39 @@ export function epochOrder(size: number, seed: number, epoch: number, shuffle: b
 
 export class DataCursor {
   private order: number[];
+  private state: { epoch: number; offset: number };
+  /** Places still to pass over (CursorState.skip). */
+  private skip: Set<number>;
+  /** Places passed over since the last restore: no longer ahead, but a checkpoint behind them must list them again. */
+  readonly passed = new Set<number>();
+
   constructor(
     private readonly size: number,
     private readonly seed: number,
     private readonly shuffle: boolean,
-    private state: CursorState = { epoch: 0, offset: 0 },
+    state: CursorState = { epoch: 0, offset: 0 },
   ) {
     if (size <= 0) throw new Error("the training set is empty");
+    this.state = { epoch: state.epoch, offset: state.offset };
+    this.skip = new Set(state.skip ?? []);
     this.order = epochOrder(size, seed, state.epoch, shuffle);
   }
 
   get position(): CursorState {
-    return { ...this.state };
+    const skip = [...this.skip].sort((a, b) => a - b);
+    return { ...this.state, ...(skip.length > 0 ? { skip } : {}) };
+  }
+
+  /** The place of the next prompt handed out: epoch × size + offset, one number that orders places across epochs. */
+  get place(): number {
+    return placeOf(this.state, this.size);
   }
 
   /** Goes back to an earlier position (a step that did not finish gives its prompts back). */
   restore(state: CursorState): void {
-    this.state = { ...state };
+    this.state = { epoch: state.epoch, offset: state.offset };
+    this.skip = new Set(state.skip ?? []);
+    this.passed.clear();
     this.order = epochOrder(this.size, this.seed, this.state.epoch, this.shuffle);
   }
 
@@ -52,9 +73,27 @@ export class DataCursor {
         this.state = { epoch: this.state.epoch + 1, offset: 0 };
         this.order = epochOrder(this.size, this.seed, this.state.epoch, this.shuffle);
       }
-      out.push(this.order[this.state.offset]!);
+      const place = this.place;
+      if (this.skip.delete(place)) this.passed.add(place);
+      else out.push(this.order[this.state.offset]!);
       this.state.offset += 1;
     }
     return out;
   }
+
+  /** The position at `place` (a place at or after this cursor's, as the cursor would reach it). */
+  positionAt(place: number, skip: readonly number[]): CursorState {
+    const state = { epoch: Math.floor(place / this.size), offset: place % this.size };
+    return skip.length > 0 ? { ...state, skip: [...skip] } : state;
+  }
+
+  /** Places still to pass over at or after `place`. */
+  skippedFrom(place: number): number[] {
+    return [...this.skip].filter((p) => p >= place);
+  }
+}
+
+/** epoch × size + offset: the order of places across epochs. */
+export function placeOf(state: { epoch: number; offset: number }, size: number): number {
+  return state.epoch * size + state.offset;
 }

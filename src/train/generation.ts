@@ -34,7 +34,7 @@ export function trainGenerator({ prompts, cursor, draws, rollout, plan, reporter
   let handedAt = performance.now();
   return {
     async batch(step, signal) {
-      const ticket = draws.add(cursor.position);
+      const ticket = draws.add();
       reporter.phase(step, "rollout");
       const batch = await rolloutBatch(step, { prompts, cursor }, rollout, plan, signal);
       tickets.set(batch, [ticket]);
@@ -42,7 +42,7 @@ export function trainGenerator({ prompts, cursor, draws, rollout, plan, reporter
     },
     size: (batch) => batch.keptGroups,
     async group(step, signal) {
-      const ticket = draws.add(cursor.position);
+      const ticket = draws.add();
       const index = cursor.next(1)[0]!;
       // Group ids stay unique across steps: a group is generated for one step and may be trained in a later one.
       const result = await rolloutGroup(step, { ...prompts[index]!, groupId: `${step}.g${groups++}` }, rollout, plan, { signal, slots });

@@ -49,8 +49,8 @@ export interface TrainLoopOptions {
 export async function trainLoop(options: TrainLoopOptions): Promise<RunOutcome> {
   const { config, runDir, stop } = options;
   const progress = new RunProgress(runDir, options.trainPrompts.length, config.data, options.resumeState);
-  const draws = new PendingDraws();
-  progress.cursorToSave = () => draws.earliest(progress.cursor.position);
+  const draws = new PendingDraws(progress.cursor);
+  progress.cursorToSave = () => draws.checkpoint();
   const stages = trainStages(options, progress);
   const total = totalSteps(config, options.trainPrompts.length);
   runDir.clearScratch();
@@ -70,7 +70,7 @@ export async function trainLoop(options: TrainLoopOptions): Promise<RunOutcome> 
     if (progress.step === 0 && config.trainer.val_before_train) stages.record(0, await stages.validate(0));
     if (progress.step < total && !stop.aborted) await trainSteps(progress.step + 1, total, stages, draws, options);
     // Prompts drawn for steps that were not trained go back: the resumed run takes them again.
-    progress.cursor.restore(draws.earliest(progress.cursor.position));
+    progress.cursor.restore(draws.checkpoint());
     if (stop.aborted) await progress.saveOnStop(stages.worker(), options.reporter);
     return progress.outcome(stop.aborted);
   } catch (err) {

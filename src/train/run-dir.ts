@@ -15,7 +15,7 @@ import type { CursorState } from "./data-cursor.js";
 export const runStateSchema = z.object({
   /** Last completed training step (0 = none). */
   step: z.number().int().nonnegative(),
-  cursor: z.object({ epoch: z.number().int(), offset: z.number().int() }),
+  cursor: z.object({ epoch: z.number().int(), offset: z.number().int(), skip: z.array(z.number().int().nonnegative()).optional() }),
   /** Checkpoint folder of `step`, relative to the run folder. */
   checkpoint: z.string(),
   weight_version: z.string().nullable(),
