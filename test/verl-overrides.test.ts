@@ -367,7 +367,7 @@ describe("verl's memory keys reach the training worker", () => {
   it("packing, log-prob chunks, offload and checkpointing: defaults, then each set", () => {
     const worker = (...sets: string[]) => grpoWorkerConfig(load("train", [...base, ...sets]).config as TrainConfig, 8);
     expect(worker()).toMatchObject({
-      use_remove_padding: true, logprob_chunk_tokens: 2048, param_offload: false, optimizer_offload: false, ref_offload: false, gradient_checkpointing: false,
+      use_remove_padding: true, logprob_chunk_tokens: 1024, param_offload: false, optimizer_offload: false, ref_offload: false, gradient_checkpointing: false,
     });
     expect(worker(
       "actor_rollout_ref.model.use_remove_padding=False", "actor_rollout_ref.actor.logprob_chunk_tokens=512",

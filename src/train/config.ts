@@ -62,7 +62,7 @@ export const trainConfigSchema = z.strictObject({
           .number().int().positive().default(16384)
           .describe("token budget of a micro-batch per GPU: its sequences' tokens when packed (model.use_remove_padding), sequences × the longest when padded"),
         logprob_chunk_tokens: z
-          .number().int().positive().default(2048)
+          .number().int().positive().default(1024)
           .describe("tokens per chunk of the lm_head and log-softmax: bounds the float32 tokens × vocabulary memory of log-probs and entropy"),
         clip_ratio_low: z.number().nonnegative().default(0.2).describe("PPO clip below 1 (ratio ≥ 1 − low)"),
         clip_ratio_high: z.number().nonnegative().default(0.2).describe("PPO clip above 1 (ratio ≤ 1 + high); > low is DAPO's clip-higher"),

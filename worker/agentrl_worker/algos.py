@@ -10,6 +10,7 @@ from typing import Sequence
 
 import torch
 from torch import Tensor
+from torch.utils.checkpoint import checkpoint
 
 LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 KL_KINDS = ("k1", "kl", "abs", "k2", "mse", "k3", "low_var_kl")
@@ -299,7 +300,7 @@ def head_log_probs(
     weight: Tensor,
     labels: Tensor,
     temperature: float = 1.0,
-    chunk_tokens: int = 2048,
+    chunk_tokens: int = 1024,
     with_entropy: bool = True,
     bias: Tensor | None = None,
 ) -> tuple[Tensor, Tensor | None]:
@@ -317,8 +318,6 @@ def head_log_probs(
     for start in range(0, max(hidden.shape[0], 1), chunk_tokens):
         args = (hidden[start : start + chunk_tokens], weight, bias, labels[start : start + chunk_tokens], temperature, with_entropy)
         if track:
-            from torch.utils.checkpoint import checkpoint
-
             pieces.append(checkpoint(_head_chunk, *args, use_reentrant=False))
         else:
             pieces.append(_head_chunk(*args))

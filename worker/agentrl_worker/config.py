@@ -45,7 +45,7 @@ class WorkerConfig:
     use_remove_padding: bool = True
     """Pack each micro-batch's rows into one sequence without padding (verl: actor_rollout_ref.model.use_remove_padding);
     needs transformers' packed-sequence masks (4.53+), else the worker pads and says so in its log."""
-    logprob_chunk_tokens: int = 2048
+    logprob_chunk_tokens: int = 1024
     """Tokens per chunk of the lm_head and log-softmax (algos.head_log_probs): bounds the [tokens x vocab] float32 memory."""
     param_offload: bool = False
     """Keep the policy's parameter and gradient shards in CPU memory (FSDP2 CPUOffloadPolicy), copied to the GPU layer by
