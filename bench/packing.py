@@ -1,6 +1,6 @@
 """Compute saved by packed micro-batches (use_remove_padding) on a multi-turn length mix, measured side by side.
 
-    .venv/bin/python bench/packing.py [--rows 16] [--median 500] [--sigma 0.7] [--budget 4096] [--repeats 2]
+    .venv/bin/python bench/packing.py [--rows 16] [--median 500] [--sigma 0.7] [--budget 4096] [--repeats 3]
 
 Sequence lengths are lognormal (median --median, shape --sigma, clipped to 64..4096), as agent trajectories are: most
 short, a long tail of many-turn ones. Each row is a prompt then alternating sampled and tool/user chunks. The batch is
@@ -67,26 +67,10 @@ def planned_tokens(lengths: list[int], budget: int, packed: bool) -> tuple[int, 
     return sum(len(b) * max(lengths[r] for r in b) for b in bins), len(bins)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--rows", type=int, default=16)
-    parser.add_argument("--median", type=float, default=500)
-    parser.add_argument("--sigma", type=float, default=0.7)
-    parser.add_argument("--budget", type=int, default=4096)
-    parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--hidden", type=int, default=64)
-    parser.add_argument("--layers", type=int, default=2)
-    args = parser.parse_args()
-
-    batch = lognormal_batch(args.rows, args.median, args.sigma)
-    lengths = batch["attention_mask"].sum(-1).tolist()
-    padded_tokens, padded_bins = planned_tokens(lengths, args.budget, packed=False)
-    packed_tokens, packed_bins = planned_tokens(lengths, args.budget, packed=True)
-    print(HEADING)
-    print("```")
-    print(f"{args.rows} rows, lengths lognormal(median {args.median:.0f}, sigma {args.sigma}): "
-          f"min {min(lengths)}, median {int(statistics.median(lengths))}, max {max(lengths)}, total {sum(lengths)}")
-    print(f"budget {args.budget} tokens per micro-batch")
+def print_plan(lengths: list[int], budget: int) -> None:
+    padded_tokens, padded_bins = planned_tokens(lengths, budget, packed=False)
+    packed_tokens, packed_bins = planned_tokens(lengths, budget, packed=True)
+    print(f"budget {budget} tokens per micro-batch")
     print(f"  padded: {padded_tokens} tokens in {padded_bins} micro-batches")
     print(f"  packed: {packed_tokens} tokens in {packed_bins} micro-batches")
     print(f"  padding share of the padded forward: {1 - packed_tokens / padded_tokens:.1%}; tokens padded/packed {padded_tokens / packed_tokens:.2f}")
@@ -94,6 +78,19 @@ def main() -> None:
     print(f"  every row padded to the batch's longest: {len(lengths) * max(lengths)} tokens, "
           f"{len(lengths) * max(lengths) / packed_tokens:.2f} x packed")
 
+
+def print_large_plans(median: float) -> None:
+    """Token counts only (no model run) at a GPU-sized batch."""
+    print("plans only, 512 rows per GPU (verl's 256 prompts x 16 samples over 8 GPUs), budget 16384 (the default):")
+    for sigma in (0.5, 0.7, 1.0):
+        big = lognormal_batch(512, median, sigma, seed=1)["attention_mask"].sum(-1).tolist()
+        (pad, pad_bins), (pack, pack_bins) = planned_tokens(big, 16384, False), planned_tokens(big, 16384, True)
+        print(f"  sigma {sigma}: padded {pad} tokens in {pad_bins} micro-batches, packed {pack} in {pack_bins}: "
+              f"padded/packed {pad / pack:.2f}, vs all padded to the longest {512 * max(big) / pack:.2f}")
+
+
+def time_steps(batch: dict[str, torch.Tensor], args: argparse.Namespace) -> dict[bool, tuple[list[float], list[float]]]:
+    """(seconds, losses) of `sft_step` per repeat, packed (True) and padded (False) alternately."""
     with tempfile.TemporaryDirectory(prefix="agentrl-packing-") as tmp:
         root = Path(tmp)
         model = make_tiny(TOKENIZER_DIR, layers=args.layers, hidden=args.hidden, out=root / "tiny", seed=0)
@@ -104,19 +101,40 @@ def main() -> None:
                                                        "micro_batch_token_budget": args.budget, "use_remove_padding": packed}))
                 for packed in (True, False)
             }
-            times: dict[bool, list[float]] = {True: [], False: []}
-            losses: dict[bool, list[float]] = {True: [], False: []}
+            results: dict[bool, tuple[list[float], list[float]]] = {True: ([], []), False: ([], [])}
             for _ in range(args.repeats):
                 for packed, trainer in trainers.items():
                     start = time.perf_counter()
                     reply = trainer.sft_step(str(root / "batch.safetensors"))
-                    times[packed].append(time.perf_counter() - start)
-                    losses[packed].append(reply["metrics"]["sft/loss"])
-    packed_s, padded_s = statistics.median(times[True]), statistics.median(times[False])
-    print(f"sft_step on a tiny Qwen3 ({args.layers} layers, hidden {args.hidden}), CPU, 1 thread, "
-          f"median of {args.repeats}:")
+                    results[packed][0].append(time.perf_counter() - start)
+                    results[packed][1].append(reply["metrics"]["sft/loss"])
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rows", type=int, default=16)
+    parser.add_argument("--median", type=float, default=500)
+    parser.add_argument("--sigma", type=float, default=0.7)
+    parser.add_argument("--budget", type=int, default=4096)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--hidden", type=int, default=64)
+    parser.add_argument("--layers", type=int, default=2)
+    args = parser.parse_args()
+
+    batch = lognormal_batch(args.rows, args.median, args.sigma)
+    lengths = batch["attention_mask"].sum(-1).tolist()
+    print(HEADING)
+    print("```")
+    print(f"{args.rows} rows, lengths lognormal(median {args.median:.0f}, sigma {args.sigma}): "
+          f"min {min(lengths)}, median {int(statistics.median(lengths))}, max {max(lengths)}, total {sum(lengths)}")
+    print_plan(lengths, args.budget)
+    results = time_steps(batch, args)
+    packed_s, padded_s = statistics.median(results[True][0]), statistics.median(results[False][0])
+    print(f"sft_step on a tiny Qwen3 ({args.layers} layers, hidden {args.hidden}), CPU, 1 thread, median of {args.repeats}:")
     print(f"  padded {padded_s:.2f} s, packed {packed_s:.2f} s: time padded/packed {padded_s / packed_s:.2f}")
-    print(f"  first-step loss padded {losses[False][0]:.6f}, packed {losses[True][0]:.6f}")
+    print(f"  first-step loss padded {results[False][1][0]:.6f}, packed {results[True][1][0]:.6f}")
+    print_large_plans(args.median)
     print("```")
 
 
