@@ -45,13 +45,14 @@ def _batch(vocab: int) -> dict[str, torch.Tensor]:
 def env(tmp_path_factory):
     root = tmp_path_factory.mktemp("packing")
     model_dir = make_tiny(TOKENIZER_DIR, layers=2, hidden=32, out=root / "tiny", seed=4)
+    qwen2 = make_tiny(TOKENIZER_DIR, layers=2, hidden=32, out=root / "tiny-qwen2", seed=4, arch="qwen2")
     with cpu_rank(root):
-        yield {"model": model_dir}
+        yield {"model": model_dir, "qwen2": qwen2}
 
 
-def _trainer(env, packed: bool, **overrides) -> Trainer:
+def _trainer(env, packed: bool, arch: str = "model", **overrides) -> Trainer:
     return Trainer(WorkerConfig.from_dict({
-        "model_path": str(env["model"]), "seed": 1, "temperature": 0.8, "use_remove_padding": packed,
+        "model_path": str(env[arch]), "seed": 1, "temperature": 0.8, "use_remove_padding": packed,
         "logprob_chunk_tokens": 64, **overrides,
     }))
 
@@ -60,8 +61,9 @@ def _vocab(trainer: Trainer) -> int:
     return trainer.model.config.vocab_size
 
 
-def test_packed_forward_equals_padded_log_probs_and_entropy(env):
-    packed, padded = _trainer(env, True), _trainer(env, False)
+@pytest.mark.parametrize("arch", ["model", "qwen2"])
+def test_packed_forward_equals_padded_log_probs_and_entropy(env, arch):
+    packed, padded = _trainer(env, True, arch), _trainer(env, False, arch)
     assert packed.packed and not padded.packed
     batch = _batch(_vocab(packed))
     rows = [0, 1, 2, 3, 4, 5]
