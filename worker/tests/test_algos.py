@@ -276,26 +276,6 @@ def test_kl_penalty_rejects_unknown_kind():
 
 # --- log-probs --------------------------------------------------------------------------------------------------
 
-def test_log_probs_use_the_temperature():
-    # logits [0, ln 3] at temperature 1: p = [1/4, 3/4]; at temperature 2: logits/2 = [0, ln sqrt 3]
-    logits = torch.tensor([[0.0, math.log(3.0)]])
-    labels = torch.tensor([1])
-    lp1, ent1 = log_probs_and_entropy(logits, labels, 1.0)
-    close(lp1, [math.log(0.75)])
-    close(ent1, [-(0.25 * math.log(0.25) + 0.75 * math.log(0.75))])
-    lp2, _ = log_probs_and_entropy(logits, labels, 2.0)
-    r3 = math.sqrt(3.0)
-    close(lp2, [math.log(r3 / (1 + r3))])
-
-
-def test_token_log_probs_matches_the_entropy_variant():
-    logits = torch.randn(3, 4, 50)
-    labels = torch.randint(0, 50, (3, 4))
-    # bit for bit: compute_log_probs uses one, a training step without entropy the other
-    for temperature in (1.0, 0.7):
-        assert torch.equal(token_log_probs(logits, labels, temperature), log_probs_and_entropy(logits, labels, temperature)[0])
-
-
 def _head_inputs(tokens=37, hidden=16, vocab=301, bias=True):
     gen = torch.Generator().manual_seed(0)
     h = torch.randn(tokens, hidden, generator=gen, requires_grad=True)
@@ -350,3 +330,23 @@ def test_head_log_probs_rejects_a_chunk_below_one():
     h, w, _, labels = _head_inputs(bias=False)
     with pytest.raises(ValueError, match="chunk_tokens"):
         head_log_probs(h, w, labels, chunk_tokens=0)
+
+
+def test_log_probs_use_the_temperature():
+    # logits [0, ln 3] at temperature 1: p = [1/4, 3/4]; at temperature 2: logits/2 = [0, ln sqrt 3]
+    logits = torch.tensor([[0.0, math.log(3.0)]])
+    labels = torch.tensor([1])
+    lp1, ent1 = log_probs_and_entropy(logits, labels, 1.0)
+    close(lp1, [math.log(0.75)])
+    close(ent1, [-(0.25 * math.log(0.25) + 0.75 * math.log(0.75))])
+    lp2, _ = log_probs_and_entropy(logits, labels, 2.0)
+    r3 = math.sqrt(3.0)
+    close(lp2, [math.log(r3 / (1 + r3))])
+
+
+def test_token_log_probs_matches_the_entropy_variant():
+    logits = torch.randn(3, 4, 50)
+    labels = torch.randint(0, 50, (3, 4))
+    # bit for bit: compute_log_probs uses one, a training step without entropy the other
+    for temperature in (1.0, 0.7):
+        assert torch.equal(token_log_probs(logits, labels, temperature), log_probs_and_entropy(logits, labels, temperature)[0])
