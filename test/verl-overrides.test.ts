@@ -21,8 +21,9 @@ import { applySets, getPath, resolveConfig, type ConfigTree, type ResolvedConfig
 import { VERL_KEYS } from "../src/config/verl-keys.js";
 import { AgentrlError } from "../src/errors.js";
 import { rolloutConfigSchema } from "../src/rollout/config.js";
-import { sftConfigSchema } from "../src/sft/config.js";
-import { trainConfigSchema } from "../src/train/config.js";
+import { sftConfigSchema, sftWorkerConfig, type SftConfig } from "../src/sft/config.js";
+import { trainConfigSchema, type TrainConfig } from "../src/train/config.js";
+import { grpoWorkerConfig } from "../src/train/worker-config.js";
 import { tempDir } from "./helpers/tmp.js";
 
 const FIXTURES = path.join(REPO_ROOT, "test", "fixtures", "verl-scripts");
@@ -125,16 +126,14 @@ function refusal(command: Script["command"], sets: readonly string[]): string[] 
 
 /** Noted in every GSM8K GRPO script: memory and server knobs, micro-batch counts, the wandb logger. */
 const GRPO_NOTED = [
-  "actor_rollout_ref.model.use_remove_padding",
   "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
   "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
   "actor_rollout_ref.rollout.tensor_model_parallel_size",
   "actor_rollout_ref.rollout.gpu_memory_utilization",
   "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
-  "actor_rollout_ref.ref.fsdp_config.param_offload",
   "trainer.logger",
 ];
-const SFT_NOTED = ["data.micro_batch_size", "ulysses_sequence_parallel_size", "use_remove_padding"];
+const SFT_NOTED = ["data.micro_batch_size", "ulysses_sequence_parallel_size"];
 
 /** The checked trial: per script, the overrides noted and refused; every other override is honoured. */
 const TRIAL: Record<string, { noted: string[]; refused: string[] }> = {
@@ -257,7 +256,7 @@ describe("agentrl train/sft --dry-run on whole verl scripts (built CLI)", () => 
     expect(sglang.code, sglang.stderr).toBe(0);
   });
 
-  it("verl's multi-turn SFT script through agentrl sft: exit 0 with its three notes", async () => {
+  it("verl's multi-turn SFT script through agentrl sft: exit 0 with its two notes", async () => {
     // sft --dry-run reads the conversations with the model's tokenizer: the demo's stand in for the script's paths.
     const script = readScript("sft_multiturn_run_qwen_05_sp2");
     const result = await runCli([
@@ -266,7 +265,7 @@ describe("agentrl train/sft --dry-run on whole verl scripts (built CLI)", () => 
     ]);
     expect(result.code, result.stderr).toBe(0);
     expect(JSON.parse(result.stdout).config.trainer).toMatchObject({ total_training_steps: 1, default_local_dir: "/home/user/sft-out" });
-    expect(result.stderr.split("\n").filter((line) => line.startsWith("note: "))).toHaveLength(3);
+    expect(result.stderr.split("\n").filter((line) => line.startsWith("note: "))).toHaveLength(2);
   });
 
   it("an invalid multi_turn.format fails --dry-run with exit 2, naming the key and the formats", async () => {
@@ -293,8 +292,8 @@ describe("values decide the class", () => {
   });
 
   it("the same key is honoured, noted or refused by its value", () => {
-    expect(train("actor_rollout_ref.actor.fsdp_config.param_offload=false").verl.notes).toEqual([]);
-    expect(train("actor_rollout_ref.actor.fsdp_config.param_offload=true").verl.notes).toHaveLength(1);
+    expect(train("actor_rollout_ref.actor.use_dynamic_bsz=true").verl.notes).toEqual([]);
+    expect(train("actor_rollout_ref.actor.use_dynamic_bsz=false").verl.notes).toHaveLength(1);
     expect(train("actor_rollout_ref.model.lora_rank=0").verl.notes).toEqual([]);
     expect(trainRefusal("actor_rollout_ref.model.lora_rank=8")[0]).toMatch(/^actor_rollout_ref\.model\.lora_rank=8: agentrl trains every weight/);
     expect(trainRefusal("data.truncation=left")[0]).toMatch(/^data\.truncation=left: agentrl never cuts a prompt/);
@@ -359,6 +358,27 @@ describe("Hydra's override syntax", () => {
     const t: ConfigTree = { data: { shuffle: false } };
     applySets(t, ["+data.seed=3", "++data.max_prompt_length=64", "data.train_batch_size=4", "~data.shuffle"]);
     expect(t).toEqual({ data: { seed: 3, max_prompt_length: 64, train_batch_size: 4 } });
+  });
+});
+
+describe("verl's memory keys reach the training worker", () => {
+  const base = ["data.train_files=t.parquet", "actor_rollout_ref.model.path=m"];
+
+  it("packing, log-prob chunks, offload and checkpointing: defaults, then each set", () => {
+    const worker = (...sets: string[]) => grpoWorkerConfig(load("train", [...base, ...sets]).config as TrainConfig, 8);
+    expect(worker()).toMatchObject({
+      use_remove_padding: true, logprob_chunk_tokens: 1024, param_offload: false, optimizer_offload: false, ref_offload: false, gradient_checkpointing: false,
+    });
+    expect(worker(
+      "actor_rollout_ref.model.use_remove_padding=False", "actor_rollout_ref.actor.logprob_chunk_tokens=512",
+      "actor_rollout_ref.actor.fsdp_config.param_offload=True", "actor_rollout_ref.actor.fsdp_config.optimizer_offload=True",
+      "actor_rollout_ref.ref.fsdp_config.param_offload=True", "actor_rollout_ref.model.enable_gradient_checkpointing=True",
+    )).toMatchObject({
+      use_remove_padding: false, logprob_chunk_tokens: 512, param_offload: true, optimizer_offload: true, ref_offload: true, gradient_checkpointing: true,
+    });
+    const sft = (...sets: string[]) => sftWorkerConfig(load("sft", ["data.train_files=t.jsonl", "model.partial_pretrain=m", ...sets]).config as SftConfig, 4);
+    expect(sft().use_remove_padding).toBe(true);
+    expect(sft("use_remove_padding=false").use_remove_padding).toBe(false);
   });
 });
 

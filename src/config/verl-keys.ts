@@ -5,7 +5,7 @@
  * - honoured: agentrl does what it asks. Most keys are agentrl's own (same name, same meaning; the schema validates
  *   them). The others are here: an agentrl equivalent (`to`), or agentrl's fixed behaviour (use_kl_in_reward=false:
  *   agentrl never puts KL in the reward).
- * - noted: meaningless here (vLLM and SGLang server knobs, FSDP offload, micro-batch counts, profilers, wandb): accepted,
+ * - noted: meaningless here (vLLM and SGLang server knobs, micro-batch counts, profilers, wandb): accepted,
  *   dropped, and said in one line by --dry-run and at run start.
  * - refused: agentrl cannot do it (use_kl_in_reward=true, LoRA, vLLM): an error naming the key and why, exit 2.
  *
@@ -82,10 +82,9 @@ function renamed(key: string, commands: readonly VerlCommand[], to: string): Ver
 const MICRO_BATCH_BY_TOKENS =
   "a memory setting: agentrl's worker packs micro-batches by tokens (actor_rollout_ref.actor.ppo_max_token_len_per_gpu), not by count";
 const SFT_MICRO_BATCH_BY_TOKENS = "a memory setting: agentrl sft packs micro-batches by tokens (data.max_token_len_per_gpu), not by count";
-const NO_OFFLOAD =
-  "agentrl's worker keeps parameters and optimizer state on the device (no CPU offload); to save memory use " +
-  "model.enable_gradient_checkpointing or a smaller actor.ppo_max_token_len_per_gpu";
-const NO_REMOVE_PADDING = "agentrl's worker pads each micro-batch to its longest row (no remove-padding kernels); same loss, other speed";
+const LOGITS_IN_CHUNKS =
+  "agentrl's worker always runs the lm_head, log-softmax and entropy in chunks of actor_rollout_ref.actor.logprob_chunk_tokens tokens, " +
+  "each recomputed in the backward pass; same values, less memory";
 const NO_LORA = "agentrl trains every weight (no LoRA adapters)";
 const NO_CRITIC = "agentrl has no critic (grpo and rloo need none)";
 const KL_ONLY_IN_LOSS =
@@ -136,7 +135,6 @@ export const VERL_KEYS: readonly VerlKey[] = [
   }, ["error", "left", "right", "middle"]),
 
   // actor_rollout_ref.model
-  fixed("actor_rollout_ref.model.use_remove_padding", TRAIN, false, "the worker pads micro-batches", { note: NO_REMOVE_PADDING }, BOOLEANS),
   lora("actor_rollout_ref.model.lora_rank", TRAIN),
   ignored("actor_rollout_ref.model.lora_alpha", TRAIN, `LoRA scaling; ${NO_LORA}`),
   fixed("actor_rollout_ref.hybrid_engine", TRAIN, true, "the actor and the rollout share one model, synced every step", {
@@ -148,15 +146,14 @@ export const VERL_KEYS: readonly VerlKey[] = [
   ignored("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", TRAIN, MICRO_BATCH_BY_TOKENS),
   ignored("actor_rollout_ref.actor.ppo_micro_batch_size", TRAIN, MICRO_BATCH_BY_TOKENS),
   fixed("actor_rollout_ref.actor.use_dynamic_bsz", TRAIN, true, "micro-batches are packed by tokens", { note: MICRO_BATCH_BY_TOKENS }, BOOLEANS),
-  fixed("actor_rollout_ref.actor.fsdp_config.param_offload", TRAIN, false, "no CPU offload", { note: NO_OFFLOAD }, BOOLEANS),
-  fixed("actor_rollout_ref.actor.fsdp_config.optimizer_offload", TRAIN, false, "no CPU offload", { note: NO_OFFLOAD }, BOOLEANS),
+  fixed("actor_rollout_ref.actor.entropy_from_logits_with_chunking", TRAIN, true, "log-probs and entropy are computed in chunks of tokens", {
+    note: LOGITS_IN_CHUNKS,
+  }, BOOLEANS),
+  fixed("actor_rollout_ref.actor.entropy_checkpointing", TRAIN, true, "each chunk is recomputed in the backward pass", { note: LOGITS_IN_CHUNKS }, BOOLEANS),
 
   // actor_rollout_ref.ref: the reference model lives in the worker next to the actor
   ignored("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", TRAIN, MICRO_BATCH_BY_TOKENS),
   ignored("actor_rollout_ref.ref.log_prob_micro_batch_size", TRAIN, MICRO_BATCH_BY_TOKENS),
-  fixed("actor_rollout_ref.ref.fsdp_config.param_offload", TRAIN, false, "no CPU offload", {
-    note: "the reference model (actor.use_kl_loss) stays on the device in agentrl's worker (no CPU offload)",
-  }, BOOLEANS),
 
   // actor_rollout_ref.rollout
   {
@@ -255,7 +252,6 @@ export const VERL_KEYS: readonly VerlKey[] = [
   renamed("optim.lr_warmup_steps_ratio", SFT, "optim.warmup_steps_ratio"),
   lora("model.lora_rank", SFT),
   ignored("model.lora_alpha", SFT, `LoRA scaling; ${NO_LORA}`),
-  fixed("use_remove_padding", SFT, false, "the worker pads micro-batches", { note: NO_REMOVE_PADDING }, BOOLEANS),
   fixed("ulysses_sequence_parallel_size", SFT, 1, "each sequence on one GPU", {
     note: "sequence parallelism is not built in: agentrl's worker shards the model with FSDP and keeps each sequence on one GPU",
   }),

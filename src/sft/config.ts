@@ -38,13 +38,18 @@ export const sftConfigSchema = z.strictObject({
         .describe("trajectory files only: keep completed trajectories whose reward is at least this (rejection sampling); null = all completed"),
       shuffle: z.boolean().default(true).describe("shuffle the conversations each epoch (seeded)"),
       seed: z.number().int().default(1).describe("seed of the data order"),
-      max_token_len_per_gpu: z.number().int().positive().default(16384).describe("token budget of a padded micro-batch per GPU"),
+      max_token_len_per_gpu: z
+        .number().int().positive().default(16384)
+        .describe("token budget of a micro-batch per GPU: its conversations' tokens when packed (use_remove_padding), conversations × the longest when padded"),
     })
     .describe("data"),
   model: z.strictObject({
     partial_pretrain: z.string().describe("Hugging Face model folder to start from: weights, tokenizer and chat template"),
     enable_gradient_checkpointing: z.boolean().default(false).describe("activation checkpointing: less memory, more compute"),
   }),
+  use_remove_padding: z
+    .boolean().default(true)
+    .describe("pack each micro-batch's conversations into one sequence without padding (verl's top-level SFT key); false = pad to the longest"),
   optim: z
     .strictObject({
       lr: z.number().positive().default(1e-5).describe("AdamW learning rate"),
@@ -99,5 +104,6 @@ export function sftWorkerConfig(config: SftConfig, total: number): WorkerInitCon
     grad_clip: config.optim.clip_grad,
     gradient_checkpointing: config.model.enable_gradient_checkpointing,
     micro_batch_token_budget: config.data.max_token_len_per_gpu,
+    use_remove_padding: config.use_remove_padding,
   };
 }

@@ -28,6 +28,9 @@ export const trainConfigSchema = z.strictObject({
     model: z.strictObject({
       path: z.string().describe("Hugging Face model folder: the initial policy, tokenizer and chat template"),
       enable_gradient_checkpointing: z.boolean().default(false).describe("activation checkpointing in the decoder layers: less memory, more compute"),
+      use_remove_padding: z
+        .boolean().default(true)
+        .describe("pack each micro-batch's sequences into one without padding (block-diagonal attention; flash-attn varlen on GPU when installed); false = pad to the longest"),
     }),
     actor: z
       .strictObject({
@@ -56,7 +59,12 @@ export const trainConfigSchema = z.strictObject({
           .number().int().positive().nullable().default(null)
           .describe("prompts per optimizer step (verl counts prompts, not trajectories); null = train_batch_size"),
         ppo_epochs: z.number().int().positive().default(1).describe("passes over each step's batch"),
-        ppo_max_token_len_per_gpu: z.number().int().positive().default(16384).describe("token budget of a packed micro-batch per GPU"),
+        ppo_max_token_len_per_gpu: z
+          .number().int().positive().default(16384)
+          .describe("token budget of a micro-batch per GPU: its sequences' tokens when packed (model.use_remove_padding), sequences × the longest when padded"),
+        logprob_chunk_tokens: z
+          .number().int().positive().default(1024)
+          .describe("tokens per chunk of the lm_head and log-softmax: bounds the float32 tokens × vocabulary memory of log-probs and entropy"),
         clip_ratio_low: z.number().nonnegative().default(0.2).describe("PPO clip below 1 (ratio ≥ 1 − low)"),
         clip_ratio_high: z.number().nonnegative().default(0.2).describe("PPO clip above 1 (ratio ≤ 1 + high); > low is DAPO's clip-higher"),
         clip_ratio_c: z.number().gt(1).default(3.0).describe("dual-clip constant"),
@@ -71,6 +79,19 @@ export const trainConfigSchema = z.strictObject({
           .strictObject({
             dtype: z.enum(MASTER_DTYPES).default("float32").describe("master weights; compute is bf16 on GPU"),
             reshard_after_forward: z.boolean().default(true).describe("FSDP: free gathered parameters after the forward pass (less memory)"),
+            param_offload: z
+              .boolean().default(false)
+              .describe("keep parameter and gradient shards in CPU memory (FSDP2 CPUOffloadPolicy); the optimizer steps on the CPU"),
+            optimizer_offload: z.boolean().default(false).describe("keep the optimizer state in CPU memory between optimizer steps"),
+          })
+          .prefault({}),
+      })
+      .prefault({}),
+    ref: z
+      .strictObject({
+        fsdp_config: z
+          .strictObject({
+            param_offload: z.boolean().default(false).describe("keep the reference model's shards (actor.use_kl_loss) in CPU memory, copied in layer by layer"),
           })
           .prefault({}),
       })

@@ -10,6 +10,7 @@ from typing import Sequence
 
 import torch
 from torch import Tensor
+from torch.utils.checkpoint import checkpoint
 
 LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 KL_KINDS = ("k1", "kl", "abs", "k2", "mse", "k3", "low_var_kl")
@@ -299,6 +300,45 @@ def token_log_probs(logits: Tensor, labels: Tensor, temperature: float = 1.0) ->
     scaled = _scaled(logits, temperature)
     flat = torch.nn.functional.cross_entropy(scaled.reshape(-1, scaled.shape[-1]), labels.reshape(-1), reduction="none")
     return -flat.reshape(labels.shape)
+
+
+def _head_chunk(
+    hidden: Tensor, weight: Tensor, bias: Tensor | None, labels: Tensor, temperature: float, with_entropy: bool
+) -> tuple[Tensor, ...]:
+    logits = torch.nn.functional.linear(hidden, weight, bias)
+    if with_entropy:
+        return log_probs_and_entropy(logits, labels, temperature)
+    return (token_log_probs(logits, labels, temperature),)
+
+
+def head_log_probs(
+    hidden: Tensor,
+    weight: Tensor,
+    labels: Tensor,
+    temperature: float = 1.0,
+    chunk_tokens: int = 1024,
+    with_entropy: bool = True,
+    bias: Tensor | None = None,
+) -> tuple[Tensor, Tensor | None]:
+    """`log_probs_and_entropy` (or, without entropy, `token_log_probs`) of labels [N] under the lm_head applied to the
+    final hidden states [N, H]: logits = hidden @ weight.T (+ bias), chunk_tokens rows at a time.
+
+    The [N, V] logits and their float32 log_softmax never exist whole: with a 151,936-token vocabulary they are 0.6 MB
+    per token each. With gradients each chunk runs under non-reentrant activation checkpointing, so autograd keeps only
+    the chunk's inputs and the backward recomputes one chunk's [chunk, V] at a time; values and gradients are those of
+    the unchunked computation (up to float summation order in the weight's gradient)."""
+    if chunk_tokens < 1:
+        raise ValueError(f"chunk_tokens must be >= 1, got {chunk_tokens}")
+    track = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
+    pieces: list[tuple[Tensor, ...]] = []
+    for start in range(0, max(hidden.shape[0], 1), chunk_tokens):
+        args = (hidden[start : start + chunk_tokens], weight, bias, labels[start : start + chunk_tokens], temperature, with_entropy)
+        if track:
+            pieces.append(checkpoint(_head_chunk, *args, use_reentrant=False))
+        else:
+            pieces.append(_head_chunk(*args))
+    picked = torch.cat([piece[0] for piece in pieces])
+    return picked, torch.cat([piece[1] for piece in pieces]) if with_entropy else None
 
 
 def sft_loss(log_probs: Tensor, loss_mask: Tensor, num_tokens: float) -> Tensor:

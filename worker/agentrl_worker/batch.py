@@ -72,9 +72,12 @@ class Plan:
     per_rank: list[list[list[int]]]
 
 
-def plan_micro_batches(rows: list[int], lengths: list[int], world_size: int, token_budget: int) -> Plan:
-    """Spreads `rows` over ranks balancing tokens (longest first, to the lightest rank), then packs each rank's rows,
-    longest first, into micro-batches whose padded size (rows x longest row) stays within `token_budget`."""
+def plan_micro_batches(rows: list[int], lengths: list[int], world_size: int, token_budget: int, packed: bool = False) -> Plan:
+    """Spreads `rows` over ranks balancing tokens (longest first, to the lightest rank), then cuts each rank's rows,
+    longest first, into micro-batches within `token_budget`. Padded (`packed` False), a micro-batch costs rows x its
+    longest row, and a row joins the last micro-batch or opens the next. Packed (`use_remove_padding`), it costs the sum
+    of its rows' lengths, and a row joins the first micro-batch with room (first-fit decreasing), as verl's dynamic
+    batch size counts tokens without padding."""
     order = sorted(rows, key=lambda r: (-lengths[r], r))
     load = [0] * world_size
     assigned: list[list[int]] = [[] for _ in range(world_size)]
@@ -82,19 +85,58 @@ def plan_micro_batches(rows: list[int], lengths: list[int], world_size: int, tok
         target = min(range(world_size), key=lambda k: (load[k], k))
         assigned[target].append(row)
         load[target] += lengths[row]
-    per_rank: list[list[list[int]]] = []
-    for rank_rows in assigned:
-        bins: list[list[int]] = []
-        for row in rank_rows:  # already longest first, so bin[0] is the longest row of its bin
-            if bins and (len(bins[-1]) + 1) * lengths[bins[-1][0]] <= token_budget:
-                bins[-1].append(row)
-            else:
-                bins.append([row])
-        per_rank.append(bins)
+    per_rank = [(_first_fit if packed else _fill_last)(rank_rows, lengths, token_budget) for rank_rows in assigned]
     most = max(len(b) for b in per_rank)
     for bins in per_rank:
         bins.extend([] for _ in range(most - len(bins)))
     return Plan(per_rank)
+
+
+def _fill_last(rows: list[int], lengths: list[int], budget: int) -> list[list[int]]:
+    bins: list[list[int]] = []
+    for row in rows:  # longest first, so bin[0] is the longest row of its bin
+        if bins and (len(bins[-1]) + 1) * lengths[bins[-1][0]] <= budget:
+            bins[-1].append(row)
+        else:
+            bins.append([row])
+    return bins
+
+
+def _first_fit(rows: list[int], lengths: list[int], budget: int) -> list[list[int]]:
+    bins: list[list[int]] = []
+    used: list[int] = []
+    for row in rows:
+        slot = next((i for i, tokens in enumerate(used) if tokens + lengths[row] <= budget), None)
+        if slot is None:
+            bins.append([row])
+            used.append(lengths[row])
+        else:
+            bins[slot].append(row)
+            used[slot] += lengths[row]
+    return bins
+
+
+@dataclass
+class PackedRows:
+    """A micro-batch's rows as one sequence without padding: token k is input_ids[row[k], col[k]] of the padded rows,
+    at position position_ids[0, k], which restarts at 0 where a row starts (how attention kernels and transformers'
+    masks tell the rows apart). `targets` are the tokens of the response (response_mask 1) that some earlier token of
+    their own row predicts: hidden state targets - 1 predicts token targets."""
+
+    input_ids: Tensor
+    position_ids: Tensor
+    row: Tensor
+    col: Tensor
+    targets: Tensor
+
+
+def pack_rows(input_ids: Tensor, attention_mask: Tensor, response_mask: Tensor) -> PackedRows:
+    """Packs [b, t] padded rows (right or left padding) into one [1, n] sequence of their attended tokens, row by row."""
+    attended = attention_mask.bool()
+    row, col = attended.nonzero(as_tuple=True)  # row-major: each row's tokens in order, then the next row's
+    positions = (attention_mask.cumsum(-1) - 1)[row, col]
+    targets = (response_mask.bool()[row, col] & (positions > 0)).nonzero().squeeze(-1)
+    return PackedRows(input_ids[row, col].unsqueeze(0), positions.unsqueeze(0), row, col, targets)
 
 
 def sequence_lengths(attention_mask: Tensor) -> list[int]:

@@ -40,7 +40,18 @@ class WorkerConfig:
     """Keep the reference's shards in CPU memory (FSDP2 CPUOffloadPolicy), copied to the GPU layer by layer."""
     gradient_checkpointing: bool = False
     micro_batch_token_budget: int = 8192
-    """Padded tokens per micro-batch per rank (verl: ppo_max_token_len_per_gpu with use_dynamic_bsz)."""
+    """Tokens per micro-batch per rank (verl: ppo_max_token_len_per_gpu with use_dynamic_bsz): without padding when
+    use_remove_padding, else rows x the longest row."""
+    use_remove_padding: bool = True
+    """Pack each micro-batch's rows into one sequence without padding (verl: actor_rollout_ref.model.use_remove_padding);
+    needs transformers' packed-sequence masks (4.53+), else the worker pads and says so in its log."""
+    logprob_chunk_tokens: int = 1024
+    """Tokens per chunk of the lm_head and log-softmax (algos.head_log_probs): bounds the [tokens x vocab] float32 memory."""
+    param_offload: bool = False
+    """Keep the policy's parameter and gradient shards in CPU memory (FSDP2 CPUOffloadPolicy), copied to the GPU layer by
+    layer; the optimizer then steps on the CPU, so its state lives there too (verl: fsdp_config.param_offload)."""
+    optimizer_offload: bool = False
+    """Keep the optimizer state in CPU memory between optimizer steps (verl: fsdp_config.optimizer_offload)."""
     temperature: float = 1.0
     """The rollout temperature: logits are divided by it before log_softmax."""
     ppo_mini_batch_size: int | None = None

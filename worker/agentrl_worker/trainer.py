@@ -15,7 +15,7 @@ from safetensors.torch import save_file
 from torch import Tensor
 
 from . import algos
-from .batch import Plan, load_batch, mini_batches, plan_micro_batches, sequence_lengths
+from .batch import Plan, load_batch, mini_batches, pack_rows, plan_micro_batches, sequence_lengths
 from .config import ConfigError, WorkerConfig
 from .lr_schedule import make_scheduler
 
@@ -38,10 +38,14 @@ def _shard(
     if fully_shard is not None:
         mp = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32) if param_dtype else MixedPrecisionPolicy()
         extra: dict[str, Any] = {}
-        if offload and device.type == "cuda":  # on CPU the shards already live in host memory
-            from torch.distributed.fsdp import CPUOffloadPolicy
+        if offload:
+            try:
+                from torch.distributed.fsdp import CPUOffloadPolicy
+            except ImportError:  # torch < 2.6
+                from torch.distributed._composable.fsdp import CPUOffloadPolicy  # type: ignore
 
-            extra["offload_policy"] = CPUOffloadPolicy(pin_memory=True)
+            # On a CPU the shards already live in host memory; the policy still runs (what the CPU tests check).
+            extra["offload_policy"] = CPUOffloadPolicy(pin_memory=device.type == "cuda")
         for layer in layers:
             fully_shard(layer, mp_policy=mp, reshard_after_forward=reshard, **extra)
         fully_shard(model, mp_policy=mp, reshard_after_forward=reshard, **extra)
@@ -79,20 +83,23 @@ class Trainer:
         # save_weights writes this dtype by default, so SGLang gets the checkpoint's own precision back.
         self.saved_dtype = hf_config.get("torch_dtype") or hf_config.get("dtype") or "float32"
 
+        self.packed = config.use_remove_padding and _transformers_packs()
+        attn = "flash_attention_2" if self.packed and self.device.type == "cuda" and _has_flash_attn() else "sdpa"
+
         def load() -> torch.nn.Module:
-            model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=master_dtype, attn_implementation="sdpa")
+            model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=master_dtype, attn_implementation=attn)
             return model.to(self.device)
 
         self.model = load()
         self.model.config.use_cache = False
         if config.gradient_checkpointing:
             self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        self.model, self.fsdp = _shard(self.model, self.device, compute_dtype, config.reshard_after_forward)
+        self.model, self.fsdp = _shard(self.model, self.device, compute_dtype, config.reshard_after_forward, offload=config.param_offload)
         self.ref = None
         if config.use_ref:
             # With ref_offload the reference is loaded on the CPU and FSDP2 moves each layer's shards in for compute.
             self.ref = load() if not config.ref_offload else AutoModelForCausalLM.from_pretrained(
-                model_dir, dtype=master_dtype, attn_implementation="sdpa"
+                model_dir, dtype=master_dtype, attn_implementation=attn
             )
             self.ref.requires_grad_(False)
             self.ref.eval()
@@ -118,46 +125,94 @@ class Trainer:
         torch.manual_seed(seed + self.rank)
 
     def _plan(self, batch: dict[str, Tensor], rows: list[int]) -> Plan:
-        lengths = sequence_lengths(batch["attention_mask"])
-        return plan_micro_batches(rows, lengths, self.world, self.config.micro_batch_token_budget)
+        if self.packed:  # a packed micro-batch holds its rows' attended tokens only
+            lengths = [int(n) for n in batch["attention_mask"].sum(-1).tolist()]
+        else:
+            lengths = sequence_lengths(batch["attention_mask"])
+        return plan_micro_batches(rows, lengths, self.world, self.config.micro_batch_token_budget, packed=self.packed)
 
     def _forward(
         self, model: torch.nn.Module, batch: dict[str, Tensor], rows: list[int], with_entropy: bool = True
     ) -> tuple[Tensor, Tensor | None]:
         """Log-probs (and entropies) [b, t] of the rows' response tokens, aligned with input_ids and trimmed to the
         micro-batch's longest row; 0 on every other position. The lm_head runs only at the positions that predict a
-        response token of some row (logits_to_keep), which skips the prompt: with a 151k vocabulary the logits
-        dominate the cost. An empty micro-batch runs one pad token so the rank still joins FSDP's collectives."""
-        if rows:
+        response token (logits_to_keep), which skips the prompt, and in chunks (`algos.head_log_probs`): with a 151k
+        vocabulary the logits dominate the cost. Packed (use_remove_padding), the rows run as one sequence without
+        padding; padded, each row is padded to the longest and the lm_head runs on every column that predicts a
+        response token in some row. An empty micro-batch runs one pad token so the rank still joins FSDP's
+        collectives."""
+        if not rows:
+            input_ids = torch.zeros(1, 2, dtype=torch.long, device=self.device)
+            attention, response = torch.ones_like(input_ids), torch.zeros_like(input_ids, dtype=torch.bool)
+        else:
             length = max(sequence_lengths(batch["attention_mask"][rows]))
             input_ids = batch["input_ids"][rows, :length].to(self.device)
             attention = batch["attention_mask"][rows, :length].to(self.device)
             response = batch["response_mask"][rows, :length].to(self.device).bool()
-        else:
-            input_ids = torch.zeros(1, 2, dtype=torch.long, device=self.device)
-            attention = torch.ones_like(input_ids)
-            response = torch.zeros_like(input_ids, dtype=torch.bool)
+        if rows and self.packed:
+            return self._forward_packed(model, input_ids, attention, response, with_entropy)
         targets = response.any(dim=0).nonzero().squeeze(-1)  # columns t holding a response token in some row
         if targets.numel() == 0:
             targets = torch.tensor([input_ids.shape[1] - 1], device=self.device)
         positions = (attention.cumsum(-1) - 1).clamp(min=0)
-        logits = model(
-            input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=False, logits_to_keep=targets - 1
-        ).logits
-        labels = input_ids[:, targets]
-        if with_entropy:
-            picked, picked_entropy = algos.log_probs_and_entropy(logits, labels, self.config.temperature)
-        else:
-            picked, picked_entropy = algos.token_log_probs(logits, labels, self.config.temperature), None
+        picked, picked_entropy = self._head_forward(
+            model, input_ids[:, targets], with_entropy,
+            input_ids=input_ids, attention_mask=attention, position_ids=positions, logits_to_keep=targets - 1,
+        )
         # where(), not a product with the mask: positions outside the response must read +0.0, not -0.0.
         keep = response[:, targets]
-        log_probs = torch.zeros(input_ids.shape, dtype=torch.float32, device=self.device)
-        log_probs = log_probs.index_copy(1, targets, torch.where(keep, picked, 0.0))
-        entropy = None
-        if picked_entropy is not None:
-            entropy = torch.zeros(input_ids.shape, dtype=torch.float32, device=self.device)
-            entropy = entropy.index_copy(1, targets, torch.where(keep, picked_entropy, 0.0))
-        return log_probs, entropy
+
+        def spread(values: Tensor) -> Tensor:
+            out = torch.zeros(input_ids.shape, dtype=torch.float32, device=self.device)
+            return out.index_copy(1, targets, torch.where(keep, values, 0.0))
+
+        return spread(picked), None if picked_entropy is None else spread(picked_entropy)
+
+    def _forward_packed(
+        self, model: torch.nn.Module, input_ids: Tensor, attention: Tensor, response: Tensor, with_entropy: bool
+    ) -> tuple[Tensor, Tensor | None]:
+        """`_forward` on the rows packed into one sequence: no attention mask, position ids restarting at 0 per row.
+        From those, transformers builds the block-diagonal causal mask (sdpa, eager) or cuts the sequence for
+        flash-attn's varlen kernel (flash_attention_2), so no token attends across rows."""
+        packed = pack_rows(input_ids, attention, response)
+        targets = packed.targets
+        if targets.numel() == 0:  # a row without response tokens still runs, for FSDP's collectives
+            targets = torch.tensor([packed.input_ids.shape[1] - 1], device=self.device)
+        picked, picked_entropy = self._head_forward(
+            model, packed.input_ids[:, targets], with_entropy,
+            input_ids=packed.input_ids, position_ids=packed.position_ids, logits_to_keep=targets - 1,
+        )
+        where = (packed.row[targets], packed.col[targets])
+        keep = response[where]
+
+        def spread(values: Tensor) -> Tensor:
+            out = torch.zeros(input_ids.shape, dtype=torch.float32, device=self.device)
+            return out.index_put(where, torch.where(keep, values[0], 0.0))
+
+        return spread(picked), None if picked_entropy is None else spread(picked_entropy)
+
+    def _head_forward(self, model: torch.nn.Module, labels: Tensor, with_entropy: bool, **inputs: Any) -> tuple[Tensor, Tensor | None]:
+        """Runs the model with its lm_head replaced by `algos.head_log_probs` of `labels` [b, k] (the tokens the k
+        kept positions predict): the full logits never exist. Replacing only the head's forward keeps the model whole,
+        so FSDP gathers, reshards and reduces the head's weight as it does for the plain model."""
+        head = _unwrapped(model).get_output_embeddings()
+        config = self.config
+
+        def head_forward(hidden: Tensor) -> Tensor:
+            flat = hidden.reshape(-1, hidden.shape[-1])
+            picked, entropy = algos.head_log_probs(
+                flat, head.weight, labels.reshape(-1), config.temperature, config.logprob_chunk_tokens, with_entropy, head.bias
+            )
+            parts = [picked] if entropy is None else [picked, entropy]
+            # stack() of the reshaped parts is a new tensor: FSDP2 warns on a model output that is a view.
+            return torch.stack([part.reshape(hidden.shape[:-1]) for part in parts], dim=-1)
+
+        head.forward = head_forward
+        try:
+            out = model(use_cache=False, **inputs).logits
+        finally:
+            del head.forward  # back to the class's forward
+        return out[..., 0], out[..., 1] if with_entropy else None
 
     def _advantages(self, batch: dict[str, Tensor]) -> Tensor:
         if "rewards" not in batch or "group_ids" not in batch:
@@ -359,6 +414,8 @@ class Trainer:
             self.model, self.optimizer, model_state_dict=full["model"], optim_state_dict=full["optimizer"],
             options=StateDictOptions(full_state_dict=True),
         )
+        if self.config.optimizer_offload:  # set_state_dict put the loaded state next to the parameters
+            _move_optimizer_state(self.optimizer, offload=True)
         trainer = torch.load(path / "trainer.pt", weights_only=False)
         self.scheduler.load_state_dict(trainer["scheduler"])
         self.step = trainer["step"]
@@ -466,12 +523,52 @@ class Trainer:
         norm = float(grad_norm)
         finite = bool(torch.isfinite(torch.tensor(norm)))
         if finite:
+            if self.config.optimizer_offload:
+                _move_optimizer_state(self.optimizer, offload=False)
             self.optimizer.step()
+            if self.config.optimizer_offload:
+                _move_optimizer_state(self.optimizer, offload=True)
         self.optimizer.zero_grad(set_to_none=True)
         lr = self.scheduler.get_last_lr()[0]
         self.scheduler.step()
         self.step += 1
         return (norm if finite else None), lr, 0.0 if finite else 1.0
+
+
+def _move_optimizer_state(optimizer: torch.optim.Optimizer, offload: bool) -> None:
+    """optimizer_offload, as verl does it: AdamW's moments (two parameter-sized tensors per parameter) wait in CPU
+    memory between optimizer steps (`offload`) and come back next to their parameter for the step. The step counter
+    stays where AdamW keeps it. Under param_offload the parameters, and so the moments, are in CPU memory anyway."""
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            state = optimizer.state.get(param, {})
+            device = torch.device("cpu") if offload else param.device
+            for key, value in state.items():
+                if key != "step" and isinstance(value, Tensor) and value.device != device:
+                    # Only the copy to the device may be asynchronous: the CPU copy is read right after.
+                    state[key] = value.to(device, non_blocking=not offload)
+
+
+def _transformers_packs() -> bool:
+    """Whether transformers tells packed rows apart by their position ids (masking_utils, 4.53+); older versions would
+    let the packed rows attend to each other, so the worker pads instead."""
+    try:
+        from transformers.masking_utils import find_packed_sequence_indices  # noqa: F401
+    except ImportError:
+        print("agentrl worker: this transformers cannot mask packed sequences; use_remove_padding is off", flush=True)
+        return False
+    return True
+
+
+def _has_flash_attn() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("flash_attn") is not None
+
+
+def _unwrapped(model: torch.nn.Module) -> torch.nn.Module:
+    """The transformers model under an FSDP1 wrapper (FSDP2 keeps the model object itself)."""
+    return getattr(model, "_fsdp_wrapped_module", model)
 
 
 def _mismatch_metrics(old: Tensor, rollout: Tensor, mask: Tensor) -> dict[str, float]:

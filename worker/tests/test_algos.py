@@ -10,6 +10,7 @@ from agentrl_worker.algos import (
     agg_loss,
     agg_norm,
     grpo_advantages,
+    head_log_probs,
     kl_penalty,
     log_probs_and_entropy,
     token_log_probs,
@@ -274,6 +275,62 @@ def test_kl_penalty_rejects_unknown_kind():
 
 
 # --- log-probs --------------------------------------------------------------------------------------------------
+
+def _head_inputs(tokens=37, hidden=16, vocab=301, bias=True):
+    gen = torch.Generator().manual_seed(0)
+    h = torch.randn(tokens, hidden, generator=gen, requires_grad=True)
+    w = torch.randn(vocab, hidden, generator=gen).mul_(0.5).requires_grad_()
+    b = torch.randn(vocab, generator=gen).requires_grad_() if bias else None
+    labels = torch.randint(0, vocab, (tokens,), generator=gen)
+    return h, w, b, labels
+
+
+@pytest.mark.parametrize("chunk", [1, 8, 10, 37, 4096])
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_head_log_probs_in_chunks_equals_the_whole_logits_values_and_gradients(chunk, temperature):
+    h, w, b, labels = _head_inputs()
+    # The reference: the whole [N, V] logits at once, as the trainer computed them before chunking.
+    lp_full, ent_full = log_probs_and_entropy(torch.nn.functional.linear(h, w, b), labels, temperature)
+    coeffs = torch.linspace(-1.0, 1.0, labels.shape[0])
+    full_grads = torch.autograd.grad((lp_full * coeffs).sum() + (ent_full * coeffs.flip(0)).sum(), (h, w, b))
+    lp, ent = head_log_probs(h, w, labels, temperature, chunk_tokens=chunk, bias=b)
+    grads = torch.autograd.grad((lp * coeffs).sum() + (ent * coeffs.flip(0)).sum(), (h, w, b))
+    assert torch.allclose(lp, lp_full, atol=1e-5, rtol=0) and torch.allclose(ent, ent_full, atol=1e-5, rtol=0)
+    for got, want in zip(grads, full_grads):
+        assert want.abs().max() > 1e-3
+        assert torch.allclose(got, want, atol=1e-5, rtol=1e-5), (got - want).abs().max()
+
+
+def test_head_log_probs_without_entropy_gives_the_same_log_probs_and_no_entropy():
+    h, w, _, labels = _head_inputs(bias=False)
+    with torch.no_grad():
+        lp, ent = head_log_probs(h, w, labels, 0.9, chunk_tokens=5, with_entropy=False)
+        whole = token_log_probs(torch.nn.functional.linear(h, w), labels, 0.9)
+    assert ent is None and torch.allclose(lp, whole, atol=1e-6, rtol=0)
+
+
+def test_head_log_probs_with_gradients_recomputes_chunks_instead_of_keeping_their_logits():
+    h, w, _, labels = _head_inputs(tokens=64, hidden=8, vocab=1000, bias=False)  # the weight is smaller than a chunk's logits
+    saved: list[int] = []
+
+    def pack(t):
+        saved.append(t.numel())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        head_log_probs(h, w, labels, chunk_tokens=16)
+    # Checkpointed chunks keep their inputs, never a [chunk, V] tensor; unchunked autograd would keep several [N, V].
+    assert saved and max(saved) < 16 * 1000
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        log_probs_and_entropy(torch.nn.functional.linear(h, w), labels)
+    assert max(saved) >= 64 * 1000
+
+
+def test_head_log_probs_rejects_a_chunk_below_one():
+    h, w, _, labels = _head_inputs(bias=False)
+    with pytest.raises(ValueError, match="chunk_tokens"):
+        head_log_probs(h, w, labels, chunk_tokens=0)
+
 
 def test_log_probs_use_the_temperature():
     # logits [0, ln 3] at temperature 1: p = [1/4, 3/4]; at temperature 2: logits/2 = [0, ln sqrt 3]

@@ -5,7 +5,7 @@ import torch
 from safetensors.torch import save_file
 
 from agentrl_worker.algos import LOSS_AGG_MODES, agg_loss, agg_norm
-from agentrl_worker.batch import load_batch, mini_batches, plan_micro_batches, sequence_lengths
+from agentrl_worker.batch import load_batch, mini_batches, pack_rows, plan_micro_batches, sequence_lengths
 from agentrl_worker.config import ConfigError, WorkerConfig
 
 
@@ -116,3 +116,28 @@ def test_config_sum_norm_length_is_the_scale_factor_else_the_max_response_length
         WorkerConfig.from_dict({**sum_norm, "max_response_length": 1.5})
     # the other modes do not need it
     assert WorkerConfig.from_dict({"model_path": "m"}).sum_norm_length() is None
+
+
+def test_packed_plan_counts_tokens_without_padding_first_fit():
+    # lengths 90, 60, 40, 30, 10 within 100 tokens: padded, 90 fills a micro-batch alone and 60+40 would count 2x60;
+    # packed, 10 joins 90 and 30 joins 60 (first fit, longest first), 40 opens the third.
+    lengths = [90, 60, 40, 30, 10]
+    padded = plan_micro_batches(list(range(5)), lengths, 1, 100)
+    packed = plan_micro_batches(list(range(5)), lengths, 1, 100, packed=True)
+    assert padded.per_rank == [[[0], [1], [2, 3], [4]]]
+    assert packed.per_rank == [[[0, 4], [1, 2], [3]]]
+    for bins in packed.per_rank:
+        assert all(sum(lengths[r] for r in b) <= 100 for b in bins)
+    # a row longer than the budget still runs, alone
+    assert plan_micro_batches([0, 1], [150, 20], 1, 100, packed=True).per_rank == [[[0], [1]]]
+
+
+def test_pack_rows_drops_padding_restarts_positions_and_finds_the_predicted_response_tokens():
+    input_ids = torch.tensor([[5, 6, 7, 0], [0, 8, 9, 4]])  # right-padded, then left-padded
+    attention = torch.tensor([[1, 1, 1, 0], [0, 1, 1, 1]])
+    response = torch.tensor([[0, 1, 1, 0], [0, 0, 1, 1]])
+    packed = pack_rows(input_ids, attention, response)
+    assert packed.input_ids.tolist() == [[5, 6, 7, 8, 9, 4]]
+    assert packed.position_ids.tolist() == [[0, 1, 2, 0, 1, 2]]
+    assert packed.row.tolist() == [0, 0, 0, 1, 1, 1] and packed.col.tolist() == [0, 1, 2, 1, 2, 3]
+    assert packed.targets.tolist() == [1, 2, 4, 5]

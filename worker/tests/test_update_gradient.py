@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torch.distributed as dist
 from safetensors.torch import save_file
 
 from agentrl_worker import algos
@@ -21,7 +20,7 @@ from agentrl_worker.config import WorkerConfig
 from agentrl_worker.make_tiny import make_tiny
 from agentrl_worker.trainer import Trainer
 
-from worker_harness import TOKENIZER_DIR, build_batch
+from worker_harness import TOKENIZER_DIR, build_batch, cpu_rank
 
 pytestmark = pytest.mark.slow
 
@@ -66,17 +65,8 @@ def env(tmp_path_factory):
     batch["rollout_log_probs"] = torch.where(mask, old + 0.3 * torch.randn(old.shape, generator=gen), 0.0)
     save_file(batch, str(root / "batch.safetensors"))
     save_file({"old_log_probs": old, "ref_log_probs": ref}, str(root / "lp.safetensors"))
-    dist.init_process_group("gloo", init_method=f"file://{root / 'pg'}", rank=0, world_size=1)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as the harness's workers (OMP_NUM_THREADS=1): the CI machine has few cores
-    try:
-        with pytest.MonkeyPatch.context() as patch:
-            # The trainer on the CPU in float32 even where a GPU exists (there it would compute in bfloat16).
-            patch.setattr(torch.cuda, "is_available", lambda: False)
-            yield {"root": root, "model": model_dir, "batch": {**batch, "old_log_probs": old, "ref_log_probs": ref}}
-    finally:
-        torch.set_num_threads(threads)
-        dist.destroy_process_group()
+    with cpu_rank(root):
+        yield {"root": root, "model": model_dir, "batch": {**batch, "old_log_probs": old, "ref_log_probs": ref}}
 
 
 def _config(env, **overrides) -> WorkerConfig:

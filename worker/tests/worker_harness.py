@@ -11,7 +11,9 @@ import socket
 import subprocess
 import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import torch
 from safetensors.torch import save_file
@@ -56,6 +58,26 @@ def build_batch(path: Path, prompts: int = 2, samples: int = 4) -> dict[str, tor
     }
     save_file(batch, str(path))
     return batch
+
+
+@contextmanager
+def cpu_rank(root: Path) -> Iterator[None]:
+    """One in-process rank (gloo, world size 1, FSDP2 on the CPU) for building `Trainer`s in a test: one thread, as
+    the harness's workers (OMP_NUM_THREADS=1, the CI machine has few cores), and float32 on the CPU even where a GPU
+    exists (there the trainer would compute in bfloat16)."""
+    import pytest
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{root / 'pg'}", rank=0, world_size=1)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(torch.cuda, "is_available", lambda: False)
+            yield
+    finally:
+        torch.set_num_threads(threads)
+        dist.destroy_process_group()
 
 
 class WorkerProcess:
