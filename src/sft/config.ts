@@ -49,7 +49,7 @@ export const sftConfigSchema = z.strictObject({
   }),
   use_remove_padding: z
     .boolean().default(true)
-    .describe("pack each micro-batch's conversations into one sequence without padding (verl's top-level SFT key); false = pad to the longest"),
+    .describe("pack each micro-batch's conversations into one sequence without padding where flash-attn's varlen kernel runs it (verl's top-level SFT key); elsewhere, and with false, pad to the longest"),
   optim: z
     .strictObject({
       lr: z.number().positive().default(1e-5).describe("AdamW learning rate"),

@@ -30,7 +30,7 @@ export const trainConfigSchema = z.strictObject({
       enable_gradient_checkpointing: z.boolean().default(false).describe("activation checkpointing in the decoder layers: less memory, more compute"),
       use_remove_padding: z
         .boolean().default(true)
-        .describe("pack each micro-batch's sequences into one without padding (block-diagonal attention; flash-attn varlen on GPU when installed); false = pad to the longest"),
+        .describe("pack each micro-batch's sequences into one without padding where flash-attn's varlen kernel runs it (a GPU with flash_attn); elsewhere, and with false, pad to the longest"),
     }),
     actor: z
       .strictObject({

@@ -43,8 +43,13 @@ class WorkerConfig:
     """Tokens per micro-batch per rank (verl: ppo_max_token_len_per_gpu with use_dynamic_bsz): without padding when
     use_remove_padding, else rows x the longest row."""
     use_remove_padding: bool = True
-    """Pack each micro-batch's rows into one sequence without padding (verl: actor_rollout_ref.model.use_remove_padding);
-    needs transformers' packed-sequence masks (4.53+), else the worker pads and says so in its log."""
+    """Pack each micro-batch's rows into one sequence without padding (verl: actor_rollout_ref.model.use_remove_padding)
+    where a varlen attention kernel runs it (flash-attn on a GPU); elsewhere the worker pads, unless packed_sdpa. Needs
+    transformers' packed-sequence masks (4.53+), else the worker pads and says so in its log."""
+    packed_sdpa: bool = False
+    """Pack without flash-attn too, through sdpa's block-diagonal mask: exact, but its attention costs the square of the
+    whole packed length instead of the sum of the rows' squares (30x slower on the CPU demo's micro-batches), so it is
+    for checking packing on the CPU (worker/tests/test_packing.py), not for speed."""
     logprob_chunk_tokens: int = 1024
     """Tokens per chunk of the lm_head and log-softmax (algos.head_log_probs): bounds the [tokens x vocab] float32 memory."""
     param_offload: bool = False

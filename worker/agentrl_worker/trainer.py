@@ -83,8 +83,11 @@ class Trainer:
         # save_weights writes this dtype by default, so SGLang gets the checkpoint's own precision back.
         self.saved_dtype = hf_config.get("torch_dtype") or hf_config.get("dtype") or "float32"
 
-        self.packed = config.use_remove_padding and _transformers_packs()
-        attn = "flash_attention_2" if self.packed and self.device.type == "cuda" and _has_flash_attn() else "sdpa"
+        varlen = self.device.type == "cuda" and _has_flash_attn()
+        self.packed = config.use_remove_padding and (varlen or config.packed_sdpa) and _transformers_packs()
+        if config.use_remove_padding and not self.packed and not varlen:
+            print("agentrl worker: use_remove_padding packs only with flash-attn's varlen kernel (a GPU); padding here", flush=True)
+        attn = "flash_attention_2" if self.packed and varlen else "sdpa"
 
         def load() -> torch.nn.Module:
             model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=master_dtype, attn_implementation=attn)

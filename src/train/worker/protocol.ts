@@ -45,6 +45,7 @@ export const initConfig = z.strictObject({
   gradient_checkpointing: z.boolean().optional(),
   micro_batch_token_budget: int().min(1).optional(),
   use_remove_padding: z.boolean().optional(),
+  packed_sdpa: z.boolean().optional(),
   logprob_chunk_tokens: int().min(1).optional(),
   param_offload: z.boolean().optional(),
   optimizer_offload: z.boolean().optional(),
