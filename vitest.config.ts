@@ -2,6 +2,7 @@ import { mkdirSync, mkdtempSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { defineConfig } from "vitest/config";
+import { LongFirstSequencer } from "./test/long-first-sequencer.js";
 
 // One private folder for the whole suite (test/global-setup.ts removes it at the end). Its `tmp` is every test
 // worker's TMPDIR, and so every process a test starts gets it: nothing lands in the machine's temp folder, and each
@@ -29,5 +30,6 @@ export default defineConfig({
     hookTimeout: 60_000,
     // 2-core machines: end-to-end tests spawn the CLI and Python; keep parallelism modest.
     maxWorkers: 2,
+    sequence: { sequencer: LongFirstSequencer },
   },
 });
