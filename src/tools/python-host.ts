@@ -28,6 +28,12 @@ export const toolHostConfigSchema = z.object({
   bwrap: z.string().min(1).default("bwrap").describe("the bubblewrap executable"),
   allow_network: z.boolean().default(false).describe("give the sandboxed host the network"),
   startup_timeout_s: z.number().positive().default(60).describe("seconds a host may take to import the user's code and start"),
+  memory_limit_mb: z
+    .number().int().positive().nullable().default(4096)
+    .describe("address space of each host process (RLIMIT_AS, as the python code tool sets it): a runaway allocation is a MemoryError in that call; null = none"),
+  max_file_size_mb: z
+    .number().int().nonnegative().nullable().default(64)
+    .describe("largest file a host process may write (RLIMIT_FSIZE): past it the write fails; null = none"),
 });
 export type ToolHostConfig = z.infer<typeof toolHostConfigSchema>;
 
@@ -76,7 +82,9 @@ export interface PythonHostLaunchSpec {
  * the interpreter inside bubblewrap with the user's folders read-only and a private scratch folder as its home.
  */
 export async function pythonHostLaunch(spec: PythonHostLaunchSpec, python: string): Promise<Launch> {
-  const hostArgs = ["-m", `agentrl_worker.${spec.module}`, ...spec.args];
+  const mb = (value: number | null) => (value === null ? null : value * 1024 * 1024);
+  const rlimits = { memory_bytes: mb(spec.host.memory_limit_mb), file_size_bytes: mb(spec.host.max_file_size_mb) };
+  const hostArgs = ["-m", `agentrl_worker.${spec.module}`, ...spec.args, "--rlimits", JSON.stringify(rlimits)];
   for (const p of spec.paths) hostArgs.push("--path", p);
   if (spec.host.sandbox === "none") {
     return { command: python, args: [...hostArgs, "--parent-pid", String(process.pid)], env: hostEnv(spec.paths), scratch: undefined };

@@ -175,6 +175,18 @@ def import_failure(exc: BaseException) -> dict[str, Any]:
     return {"ready": False, "kind": "load", "error": error, "traceback": traceback.format_exc(), "classes": []}
 
 
+def apply_rlimits(limits: dict[str, Any]) -> None:
+    """The python code tool's resource limits, for a host's whole life, before the user's code is imported: address
+    space (a runaway allocation is a MemoryError in that call, not the machine's memory), largest file written (an
+    OSError; CPython ignores SIGXFSZ), and no core dumps."""
+    import resource
+
+    for name, key in (("RLIMIT_AS", "memory_bytes"), ("RLIMIT_FSIZE", "file_size_bytes")):
+        if limits.get(key) is not None:
+            resource.setrlimit(getattr(resource, name), (int(limits[key]), int(limits[key])))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
 def host_main(
     parser: argparse.ArgumentParser,
     argv: Optional[list[str]],
@@ -185,9 +197,11 @@ def host_main(
     stdin until it ends. Exit 3 when the code did not load, 1 when the CLI was already gone."""
     parser.add_argument("--path", action="append", default=[], help="a folder put first on sys.path (repeatable)")
     parser.add_argument("--parent-pid", type=int, default=None, help="exit when this process (the CLI) is gone")
+    parser.add_argument("--rlimits", default="{}", help='{"memory_bytes", "file_size_bytes"}, as JSON (null: no limit)')
     args = parser.parse_args(argv)
     if not watch_parent(args.parent_pid):
         return 1
+    apply_rlimits(json.loads(args.rlimits))
     sys.path[:0] = [os.path.abspath(p) for p in args.path]
     replies = protocol_stdout()
     loaded, hello = load(args)

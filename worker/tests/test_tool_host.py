@@ -12,9 +12,9 @@ FIXTURES = WORKER_DIR.parent / "test" / "fixtures" / "python-tools"
 SCHEMA = {"type": "function", "function": {"name": "calc_gsm8k_reward", "description": "d", "parameters": {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}}}
 
 
-def _host(class_name: str, requests: list[dict], timeout: float = 20) -> tuple[dict, list[dict], int]:
+def _host(class_name: str, requests: list[dict], timeout: float = 20, extra: tuple[str, ...] = ()) -> tuple[dict, list[dict], int]:
     """Runs a host over `requests`; returns its start-up line, its replies (sorted by id) and its exit code."""
-    args = [sys.executable, "-m", "agentrl_worker.tool_host", "--class", class_name, "--schema", json.dumps(SCHEMA), "--config", '{"type": "native"}', "--path", str(FIXTURES)]
+    args = [sys.executable, "-m", "agentrl_worker.tool_host", "--class", class_name, "--schema", json.dumps(SCHEMA), "--config", '{"type": "native"}', "--path", str(FIXTURES), *extra]
     done = subprocess.run(args, input="".join(json.dumps(r) + "\n" for r in requests), capture_output=True, text=True, timeout=timeout, cwd=WORKER_DIR)
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     return lines[0], sorted(lines[1:], key=lambda r: (r.get("id") is None, r.get("id") or 0)), done.returncode
@@ -132,3 +132,24 @@ def test_verl_names_beyond_the_aliases_are_not_found_when_verl_is_absent() -> No
     hello, _, _ = _host("verl.tools.NoSuchTool", [])
     assert hello["kind"] == "load"
     assert hello["error"].startswith("ModuleNotFoundError: No module named 'verl.tools.NoSuchTool' (verl is not installed")
+
+
+def test_rlimits_turn_a_runaway_allocation_or_write_into_that_call_s_error_and_the_host_serves_on() -> None:
+    limits = json.dumps({"memory_bytes": 1024 * 1024 * 1024, "file_size_bytes": 2 * 1024 * 1024})
+    # Each request runs alone, in order: one host run with ids whose replies do not depend on each other.
+    _, replies, code = _host(
+        "hog.HogTool",
+        [
+            {"id": 1, "op": "create", "instance_id": "a"},
+            {"id": 2, "op": "execute", "instance_id": "a", "parameters": {"allocate_mb": 2048}},
+            {"id": 3, "op": "execute", "instance_id": "a", "parameters": {"write_mb": 4}},
+            {"id": 4, "op": "execute", "instance_id": "a", "parameters": {"allocate_mb": 16}},
+            {"id": 5, "op": "execute", "instance_id": "a", "parameters": {"write_mb": 1}},
+        ],
+        extra=("--rlimits", limits),
+    )
+    assert [(r["id"], r["ok"]) for r in replies] == [(1, True), (2, False), (3, False), (4, True), (5, True)]
+    assert replies[1]["error"].startswith("MemoryError")
+    assert "File too large" in replies[2]["error"]
+    assert [replies[3]["response"]["text"], replies[4]["response"]["text"]] == ["allocated 16 MB", "wrote 1 MB"]
+    assert code == 0
