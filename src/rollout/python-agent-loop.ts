@@ -11,8 +11,8 @@
  */
 import { z } from "zod";
 import { InputError } from "../errors.js";
-import { PythonHostProcess, defaultPythonExecutable, helloWithin, type HostHello, type Launch } from "../process/index.js";
-import { pythonHostLaunch, resolveInterpreter, toolHostSandboxProblem, type ToolHostConfig } from "../tools/index.js";
+import { PythonHostProcess, type HostHello, type Launch } from "../process/index.js";
+import { startPythonHost, toolHostSandboxProblem, type ToolHostConfig } from "../tools/index.js";
 import type { AgentLoop, AgentLoopApi } from "./agent-loop.js";
 import { PRIMITIVES, trajectoryInfo } from "./python-agent-primitives.js";
 import { errorText, type Finish } from "./trajectory-state.js";
@@ -141,22 +141,15 @@ export class PythonAgentLoop {
     return (await this.hosts[slot]!).run(api);
   };
 
-  private async start(slot: number): Promise<AgentLoopHostProcess> {
-    const python = resolveInterpreter(this.spec.host.python ?? defaultPythonExecutable());
-    const args = ["--loop", this.spec.target, "--kwargs", JSON.stringify(this.spec.kwargs)];
-    let launch: Launch;
-    try {
-      launch = await pythonHostLaunch({ module: "agent_loop_host", args, paths: this.spec.paths, host: this.spec.host }, python);
-    } catch (err) {
-      throw startupError(this.spec, python, { ready: false, kind: "spawn", error: errorText(err) }, "");
-    }
-    const host = new AgentLoopHostProcess(this.spec, launch, () => this.restart(slot));
-    const hello = await helloWithin(host.hello, this.spec.host.startup_timeout_s * 1000, `the Python agent loop host of ${this.spec.name}`);
-    if (!hello.ready) {
-      await host.close();
-      throw startupError(this.spec, python, hello, host.lastStderr());
-    }
-    return host;
+  private start(slot: number): Promise<AgentLoopHostProcess> {
+    const { spec } = this;
+    const args = ["--loop", spec.target, "--kwargs", JSON.stringify(spec.kwargs)];
+    return startPythonHost(
+      { module: "agent_loop_host", args, paths: spec.paths, host: spec.host },
+      (launch) => new AgentLoopHostProcess(spec, launch, () => this.restart(slot)),
+      `the Python agent loop host of ${spec.name}`,
+      (python, hello, stderr) => startupError(spec, python, hello, stderr),
+    );
   }
 
   private restart(slot: number): void {

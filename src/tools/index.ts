@@ -21,7 +21,7 @@ export { Gsm8kTool, GSM8K_NON_IMPROVED_PENALTY } from "./gsm8k-tool.js";
 export { CalculatorTool, evaluateExpression, formatCalcValue } from "./calculator.js";
 export { PythonCodeTool, runPythonCode, resolveInterpreter, pythonSandboxProblem, pythonToolConfigSchema, type PythonToolConfig } from "./python-tool.js";
 export { buildBwrapArgv, checkBwrap, probeInterpreter, type BwrapPlan } from "./sandbox.js";
-export { pythonHostLaunch, toolHostConfigSchema, toolHostSandboxProblem, type ToolHostConfig } from "./python-host.js";
+export { startPythonHost, toolHostConfigSchema, toolHostSandboxProblem, type ToolHostConfig } from "./python-host.js";
 export { pythonClassPath } from "./python-host-tool.js";
 export { VaultTool } from "./vault-tool.js";
 export { McpTool } from "./mcp.js";

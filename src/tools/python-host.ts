@@ -81,7 +81,7 @@ export interface PythonHostLaunchSpec {
  * The command that starts a host: under `sandbox: none` the interpreter itself (watching agentrl's pid); under bwrap
  * the interpreter inside bubblewrap with the user's folders read-only and a private scratch folder as its home.
  */
-export async function pythonHostLaunch(spec: PythonHostLaunchSpec, python: string): Promise<Launch> {
+async function pythonHostLaunch(spec: PythonHostLaunchSpec, python: string): Promise<Launch> {
   const mb = (value: number | null) => (value === null ? null : value * 1024 * 1024);
   const rlimits = { memory_bytes: mb(spec.host.memory_limit_mb), file_size_bytes: mb(spec.host.max_file_size_mb) };
   const hostArgs = ["-m", `agentrl_worker.${spec.module}`, ...spec.args, "--rlimits", JSON.stringify(rlimits)];
@@ -112,9 +112,31 @@ export async function pythonHostLaunch(spec: PythonHostLaunchSpec, python: strin
   return { command: resolveInterpreter(spec.host.bwrap), args: argv, env: { PATH: process.env["PATH"] ?? "/usr/bin:/bin" }, scratch };
 }
 
-function launchFor(spec: ToolHostSpec, python: string): Promise<Launch> {
-  const args = ["--class", spec.className, "--config", JSON.stringify(spec.config), "--schema", JSON.stringify(spec.toolSchema)];
-  return pythonHostLaunch({ module: "tool_host", args, paths: spec.paths, host: spec.host }, python);
+/**
+ * Starts a Python host: its interpreter and launch, the process `make` builds on it, and its start-up line within
+ * startup_timeout_s. A host that fails to start is closed and rejected with `failure`'s error (the start-up line, or
+ * `kind: "spawn"` when it could not be launched, with the last stderr line).
+ */
+export async function startPythonHost<H extends PythonHostProcess>(
+  spec: PythonHostLaunchSpec,
+  make: (launch: Launch) => H,
+  label: string,
+  failure: (python: string, hello: HostHello, stderr: string) => Error,
+): Promise<H> {
+  const python = resolveInterpreter(spec.host.python ?? defaultPythonExecutable());
+  let launch: Launch;
+  try {
+    launch = await pythonHostLaunch(spec, python);
+  } catch (err) {
+    throw failure(python, { ready: false, kind: "spawn", error: (err as Error).message }, "");
+  }
+  const host = make(launch);
+  const hello = await helloWithin(host.hello, spec.host.startup_timeout_s * 1000, label);
+  if (!hello.ready) {
+    await host.close();
+    throw failure(python, hello, host.lastStderr());
+  }
+  return host;
 }
 
 /** One tool_host process: requests by id, deadlines with cancel-then-kill, and its instances. */
@@ -215,21 +237,14 @@ export async function toolHostSandboxProblem(config: ToolHostConfig): Promise<st
 }
 
 /** Starts a host; rejects with the failed start-up line as an InputError naming the file and class. */
-export async function startToolHost(spec: ToolHostSpec, where: string, onDead: (host: ToolHostProcess) => void): Promise<ToolHostProcess> {
-  const python = resolveInterpreter(spec.host.python ?? defaultPythonExecutable());
-  let launch: Launch;
-  try {
-    launch = await launchFor(spec, python);
-  } catch (err) {
-    throw startupError(spec, where, python, { ready: false, kind: "spawn", error: (err as Error).message }, "");
-  }
-  const host = new ToolHostProcess(spec, launch, onDead);
-  const hello = await helloWithin(host.hello, spec.host.startup_timeout_s * 1000, `the Python tool host of ${spec.toolName}`);
-  if (!hello.ready) {
-    await host.close();
-    throw startupError(spec, where, python, hello, host.lastStderr());
-  }
-  return host;
+export function startToolHost(spec: ToolHostSpec, where: string, onDead: (host: ToolHostProcess) => void): Promise<ToolHostProcess> {
+  const args = ["--class", spec.className, "--config", JSON.stringify(spec.config), "--schema", JSON.stringify(spec.toolSchema)];
+  return startPythonHost(
+    { module: "tool_host", args, paths: spec.paths, host: spec.host },
+    (launch) => new ToolHostProcess(spec, launch, onDead),
+    `the Python tool host of ${spec.toolName}`,
+    (python, hello, stderr) => startupError(spec, where, python, hello, stderr),
+  );
 }
 
 function startupError(spec: ToolHostSpec, where: string, python: string, hello: HostHello, stderr: string): InputError {
