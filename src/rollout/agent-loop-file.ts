@@ -19,11 +19,13 @@ const VERL_BUILTINS: Readonly<Record<string, string>> = {
 const entrySchema = z.looseObject({ name: z.string().min(1), _target_: z.string().min(1) });
 const fileSchema = z.array(entrySchema).min(1, "expected a list of {name, _target_} entries");
 
-/** One loop of the file: a module (resolved against the file's folder when it is a path) or a built-in's name. */
+/** One loop of the file: a module or a built-in's name. */
 export interface AgentLoopFileEntry {
   name: string;
-  /** `{ builtin }`: verl's class of a built-in; `{ target }`: the module, as the loaders read it. */
+  /** `{ builtin }`: verl's class of a built-in; `{ target }`: the module as the file names it. */
   loop: { builtin: string } | { target: string };
+  /** The file's folder: a module path in it is relative to it. */
+  dir: string;
   /** The entry's other keys: keyword arguments of a Python loop class. */
   kwargs: Record<string, unknown>;
   /** `FILE: NAME`, for messages. */
@@ -39,9 +41,6 @@ export async function readAgentLoopFile(file: string): Promise<AgentLoopFileEntr
     if (seen.has(name)) throw new InputError(`${file}: ${index}.name: ${name} is registered twice`);
     seen.add(name);
     const builtin = VERL_BUILTINS[target];
-    const where = `${file}: agent loop ${name}`;
-    if (builtin) return { name, loop: { builtin }, kwargs, where };
-    const isPath = target.includes("/") || /\.(py|m?js|cjs)(#\w+)?$/.test(target);
-    return { name, loop: { target: isPath ? path.resolve(dir, target) : target }, kwargs, where };
+    return { name, loop: builtin ? { builtin } : { target }, dir, kwargs, where: `${file}: agent loop ${name}` };
   });
 }

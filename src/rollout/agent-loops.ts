@@ -61,24 +61,26 @@ export class AgentLoopRegistry {
   static async load(agent: AgentSection, cwd = process.cwd()): Promise<AgentLoopRegistry> {
     const loops: Record<string, AgentLoop> = {};
     const hosts: PythonAgentLoop[] = [];
-    const add = async (name: string, target: string, label: string, where: string, kwargs: Record<string, unknown>) => {
+    // A module path is relative to `dir` (the working folder, or the agent loop file's); a dotted one is imported
+    // from the working folder.
+    const add = async (name: string, target: string, dir: string, where: string, kwargs: Record<string, unknown>) => {
       const python = pythonClassPath(target);
-      if (!python) return void (loops[name] = await importAgentLoop(where, target, cwd));
-      const file = "file" in python ? path.resolve(cwd, python.file) : undefined;
+      if (!python) return void (loops[name] = await importAgentLoop(where, target, dir));
+      const file = "file" in python ? path.resolve(dir, python.file) : undefined;
       const resolved = "file" in python ? `${file}${python.className ? `#${python.className}` : ""}` : python.dotted;
       const paths = [file ? path.dirname(file) : cwd];
-      const host = await PythonAgentLoop.load({ name, label, kwargs, where, host: agent.python_host, target: resolved, paths });
+      const host = await PythonAgentLoop.load({ name, label: target, kwargs, where, host: agent.python_host, target: resolved, paths });
       hosts.push(host);
       loops[name] = host.loop;
     };
     try {
       for (const [name, target] of Object.entries(agent.agent_loops)) {
-        await add(name, target, target, `agent loop ${name} (${target})`, {});
+        await add(name, target, cwd, `agent loop ${name} (${target})`, {});
       }
       for (const entry of agent.agent_loop_config_path ? await readAgentLoopFile(agent.agent_loop_config_path) : []) {
         if (entry.name in loops) throw new InputError(`${entry.where}: agent loop ${entry.name} is also registered in actor_rollout_ref.rollout.agent.agent_loops`);
         if ("builtin" in entry.loop) loops[entry.name] = BUILTIN_LOOPS[entry.loop.builtin]!;
-        else await add(entry.name, entry.loop.target, entry.loop.target, `${entry.where} (${entry.loop.target})`, entry.kwargs);
+        else await add(entry.name, entry.loop.target, entry.dir, `${entry.where} (${entry.loop.target})`, entry.kwargs);
       }
       return AgentLoopRegistry.withLoops(loops, agent.default_agent_loop, hosts);
     } catch (err) {
