@@ -10,6 +10,7 @@ import importlib
 import importlib.util
 import inspect
 import json
+import math
 import os
 import sys
 import threading
@@ -211,3 +212,14 @@ def host_main(
         return LOAD_FAILED_EXIT
     asyncio.run(make_host(loaded, replies).serve(sys.stdin))
     return 0
+
+
+def to_number(value: Any) -> float | None:
+    """A finite float from an int/float (numpy scalars included); None for anything else, bools and text included."""
+    if isinstance(value, (bool, str, bytes)) or not hasattr(value, "__float__"):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None

@@ -22,15 +22,12 @@ import argparse
 import importlib.util
 import inspect
 import json
-import math
 import os
 import sys
 import traceback
 from typing import Any, Callable, TextIO
 
-from agentrl_worker.host_common import last_line, protocol_stdout, watch_parent
-
-LOAD_FAILED_EXIT = 3
+from agentrl_worker.host_common import LOAD_FAILED_EXIT, last_line, protocol_stdout, to_number, watch_parent
 
 
 def public_functions(module: Any) -> list[str]:
@@ -58,17 +55,6 @@ def load_reward(file: str, name: str) -> tuple[Callable[..., Any] | None, dict[s
     if not callable(fn):
         return None, {"ready": False, "kind": "not_callable", "error": f"{name} is a {type(fn).__name__}, not a function", "functions": functions}
     return fn, {"ready": True, "functions": functions}
-
-
-def to_number(value: Any) -> float | None:
-    """A finite float from an int/float (numpy scalars included); None for anything else, bools and text included."""
-    if isinstance(value, (bool, str, bytes)) or not hasattr(value, "__float__"):
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
 
 
 def plain(value: Any) -> Any:

@@ -19,12 +19,11 @@ import argparse
 import asyncio
 import inspect
 import json
-import math
 import sys
 import traceback
 from typing import Any, Optional, TextIO
 
-from agentrl_worker.host_common import TaskHost, classes_of, host_main, import_class_module, import_failure, last_line
+from agentrl_worker.host_common import TaskHost, classes_of, host_main, import_class_module, import_failure, last_line, to_number
 from agentrl_worker.verl_compat import OpenAIFunctionToolSchema, _Model, install_verl_aliases
 
 
@@ -93,11 +92,9 @@ def response_dict(response: Any) -> dict[str, Any]:
 def reward_value(value: Any, what: str) -> Optional[float]:
     if value is None:
         return None
-    if isinstance(value, (bool, str, bytes)) or not hasattr(value, "__float__"):
-        raise ToolHostError("bad_return", f"{what} returned {value!r}, not a number")
-    number = float(value)
-    if not math.isfinite(number):
-        raise ToolHostError("bad_return", f"{what} returned {number}, not a finite number")
+    number = to_number(value)
+    if number is None:
+        raise ToolHostError("bad_return", f"{what} returned {value!r}, not a finite number")
     return number
 
 
