@@ -141,6 +141,32 @@ describe("one_step_off", () => {
     expect(h.log.indexOf("batch 2 start")).toBeLessThan(h.log.indexOf("trained 1"));
   });
 
+  it("a failed sync leaves the engine on the old version: the next batches count their true lag", async () => {
+    const h = new Harness();
+    const options = h.options("one_step_off", 3);
+    const train = options.trainer.train;
+    // Step 1's update trains, but its sync fails: the engine keeps serving version 0.
+    options.trainer.train = async (step, batch) => {
+      await train(step, batch);
+      return { synced: step !== 1 };
+    };
+    const done = runSchedule(options);
+    await flush();
+    h.resolveOne("batch", [1, 2], 1);
+    await flush();
+    h.resolveOne("train", undefined, 1);
+    await flush();
+    h.resolveOne("batch", [3, 4], 2); // started on version 0, while step 1 trained
+    await flush();
+    h.resolveOne("train", undefined, 2);
+    await flush();
+    h.resolveOne("batch", [5, 6], 3); // started on version 0 too: step 1's sync failed, step 2's not yet done
+    await flush();
+    h.resolveOne("train", undefined, 3);
+    expect(await done).toEqual({ steps: 3, stopped: false });
+    expect([1, 2, 3].map((s) => h.reports.get(s)!.staleness)).toEqual([[0, 0], [1, 1], [2, 2]]);
+  });
+
   it("cancels the batch generated ahead on Ctrl-C and waits for it before returning", async () => {
     const h = new Harness();
     const stop = new AbortController();

@@ -10,9 +10,10 @@ import { UsageError } from "../src/errors.js";
 import { makeFilter, matches, parseWhere } from "../src/inspect/where.js";
 import { parseSort, RowCollector } from "../src/inspect/list.js";
 import { InspectStats, Reservoir } from "../src/inspect/summary.js";
-import { chart, runAlerts, sparkline, spikeAlerts, toolCollapseAlert, type Curve } from "../src/inspect/curves.js";
+import { chart, defaultCurves, runAlerts, sparkline, spikeAlerts, toolCollapseAlert, type Curve } from "../src/inspect/curves.js";
 import type { MetricsRow } from "../src/inspect/source.js";
-import { buildShowView, stripTemplate } from "../src/inspect/show.js";
+import { buildShowView, renderShow, stripTemplate } from "../src/inspect/show.js";
+import { renderSummary } from "../src/inspect/summary-view.js";
 import { buildTokenView, visibleToken } from "../src/inspect/tokens.js";
 import { wrapText } from "../src/inspect/output.js";
 
@@ -206,5 +207,40 @@ describe("wrapText", () => {
     const coloured = plain.replace(/(gamma|kappa)/g, "\u001b[33m$1\u001b[39m");
     expect(wrapText(coloured, 20).replace(/\u001b\[[0-9;]*m/g, "")).toBe(wrapped);
     expect(wrapText("x".repeat(25), 20)).toBe(`${"x".repeat(20)}\n${"x".repeat(5)}`);
+  });
+});
+
+describe("weight versions (partial rollouts, async training)", () => {
+  const look = { color: false, width: 200 } as unknown as Parameters<typeof renderShow>[1];
+
+  it("show names the versions that sampled a trajectory continued across a weight update, and its staleness", () => {
+    const continued = makeTrajectory(3, { step: 3 }); // spans: 1 (0–1), 2 (1–2), 2 (4–5)
+    const text = renderShow(buildShowView(continued), look, { full: false, maxChars: 100 });
+    expect(text).toContain("sampled by weights 1 (0–1), 2 (1–2), 2 (4–5) (continued across a weight update) · staleness 0–1 versions at step 3");
+    const plain = renderShow(buildShowView(makeTrajectory(0, { step: 3 })), look, { full: false, maxChars: 100 });
+    expect(plain).not.toContain("sampled by weights");
+  });
+
+  it("the summary counts sampled tokens per version, continued trajectories and token staleness", () => {
+    const stats = new InspectStats();
+    for (let i = 0; i < 4; i++) stats.add(makeTrajectory(i, { step: 3 }));
+    const s = stats.summary();
+    // Three trajectories of 3 "default" tokens; one of 1 token of version 1 and 2 of version 2.
+    expect(s.weightVersions).toEqual({
+      tokens: [{ version: "default", tokens: 9 }, { version: "1", tokens: 1 }, { version: "2", tokens: 2 }],
+      continued: 1,
+      // Trained from version 2: default (0) lags 2 on 9 tokens, version 1 lags 1 on 1 token, version 2 none.
+      staleness: { mean: (9 * 2 + 1) / 12, max: 2 },
+    });
+    const text = renderSummary(s, look, "step 3");
+    expect(text).toContain("weight versions: default 75% · 1 8% · 2 17% · 1 trajectory continued across a weight update · token staleness mean 1.58, max 2");
+  });
+
+  it("a run overview adds the staleness curves only when samples were ever stale", () => {
+    const row = (step: number, values: Record<string, number>): MetricsRow => ({ step, values });
+    const sync = [row(1, { "async/staleness_max": 0, "async/staleness_mean": 0 }), row(2, { "async/staleness_max": 0 })];
+    expect(defaultCurves(sync)).not.toContain("staleness");
+    const ahead = [row(1, { "async/staleness_max": 0 }), row(2, { "async/staleness_max": 1, "async/staleness_mean": 0.5 })];
+    expect(defaultCurves(ahead)).toEqual(expect.arrayContaining(["staleness", "token_staleness", "dropped_stale", "partial_rollouts"]));
   });
 });

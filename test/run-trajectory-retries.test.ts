@@ -5,12 +5,10 @@
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { loadChatModel, type ChatModel } from "../src/chat/index.js";
 import { SglangClient } from "../src/engine/index.js";
-import { getParser } from "../src/parsers/index.js";
-import { rolloutSchema } from "../src/rollout/config.js";
 import { runTrajectory, type TrajectoryContext } from "../src/rollout/run-trajectory.js";
-import type { Sample } from "../src/rollout/sample.js";
 import { startFakeSglang, type FakeSglangOptions } from "./fake-sglang/index.js";
 import { QWEN3_DIR } from "./helpers/qwen3.js";
+import { plainSample as sample, singleTurnContext } from "./helpers/trajectory-context.js";
 
 let model: ChatModel;
 beforeAll(async () => {
@@ -22,36 +20,13 @@ afterEach(async () => {
   while (cleanups.length > 0) await cleanups.pop()!();
 });
 
-const sample: Sample = {
-  dataIndex: 0,
-  sampleIndex: 0,
-  groupId: "0",
-  dataSource: "openai/gsm8k",
-  messages: [{ role: "user", content: "What is 2 + 2?" }],
-  groundTruth: "4",
-  toolsKwargs: {},
-  interactionKwargs: {},
-  extraInfo: {},
-};
 
 async function setup(faults: FakeSglangOptions["faults"], maxRetries: number): Promise<TrajectoryContext> {
   const server = await startFakeSglang({ faults });
   cleanups.push(() => server.close());
   const client = new SglangClient({ servers: [server.url], maxRetries, retryBaseDelayMs: 1, retryMaxDelayMs: 5, random: () => 0.5 });
   cleanups.push(() => client.close());
-  return {
-    model,
-    client,
-    parser: getParser("hermes"),
-    tools: undefined,
-    toolSchemas: [],
-    interactions: undefined,
-    rewardFunction: undefined,
-    rollout: rolloutSchema.parse({ multi_turn: { enable: false } }),
-    maxPromptLength: 1024,
-    maxResponseLength: 64,
-    signal: new AbortController().signal,
-  };
+  return singleTurnContext(model, client);
 }
 
 describe("runTrajectory: retries", () => {

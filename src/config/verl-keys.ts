@@ -207,8 +207,6 @@ export const VERL_KEYS: readonly VerlKey[] = [
   }),
   ignored("async_training.require_batches", TRAIN,
     "a fully_async step trains on data.train_batch_size groups (verl: require_batches × ppo_mini_batch_size samples)"),
-  ignored("async_training.partial_rollout", TRAIN,
-    "agentrl never pauses generation for a weight sync: a trajectory in flight goes on, its later turns on the new weights; its staleness counts from the weights it started with", { values: BOOLEANS }),
   fixed("async_training.compute_prox_log_prob", TRAIN, true, "the worker always recomputes old log-probs with the weights being trained", {
     note: "the worker always recomputes old log-probs with the weights being trained (the proximal policy); algorithm.rollout_is_threshold corrects for the engine's",
   }, BOOLEANS),

@@ -36,6 +36,18 @@ export const segmentSchema = z.object({
 });
 export type TrajectorySegment = z.infer<typeof segmentSchema>;
 
+/**
+ * A run of sampled tokens that one policy version produced: [start, end) in response_ids. A generation that a weight
+ * update cut and the new weights continued (a partial rollout) has one span per version within its turn.
+ */
+export const versionSpanSchema = z.object({
+  start: z.number().int(),
+  end: z.number().int(),
+  /** The engine's meta_info.weight_version (a training step's number), null when the server reports none. */
+  weight_version: z.string().nullable(),
+});
+export type VersionSpan = z.infer<typeof versionSpanSchema>;
+
 export const toolCallRecordSchema = z.object({
   /** The assistant turn (0-based) that made the call. */
   turn: z.number().int(),
@@ -110,8 +122,10 @@ export const trajectorySchema = z.object({
   drift_detail: z.string().nullish(),
 
   server: z.string().nullish(),
-  /** The engine's weight_version when the first and last turns were generated. */
+  /** The engine's weight_version for the last turn generated. */
   weight_version: z.string().nullish(),
+  /** Which weight version sampled which response tokens; absent in files written before partial rollouts. */
+  version_spans: z.array(versionSpanSchema).nullish(),
   step: z.number().int().nullish(),
   started_at: z.number(),
   gen_ms: z.number(),
@@ -216,6 +230,7 @@ export const trajectoryArrowSchema = new Schema([
   str("drift_detail", true),
   str("server", true),
   str("weight_version", true),
+  list("version_spans", new Struct([i32("start"), i32("end"), str("weight_version", true)]), true),
   i32("step", true),
   f64("started_at"),
   f64("gen_ms"),

@@ -153,6 +153,8 @@ export class SglangClient {
   // A private class field, so neither console.log(client) nor JSON.stringify(client) shows the key.
   readonly #apiKey: string | undefined;
   private readonly pendingAborts = new Set<Promise<void>>();
+  /** Pauses opened plus pauses closed (pauseGeneration, continueGeneration): odd while generation is paused. */
+  private pauseEdges = 0;
   private readonly counters = {
     requests: 0,
     retries: 0,
@@ -232,6 +234,7 @@ export class SglangClient {
       if (slot === null) return this.cancelled(lastServer ?? this.pool.peek(req.stickyKey), null, attempt);
       const server = this.pool.pick(req.stickyKey, lastServer);
       lastServer = server;
+      const pausesAtSend = this.pauseEdges;
       this.counters.requests++;
       this.pool.acquire(server);
       let outcome: AttemptOutcome;
@@ -252,6 +255,7 @@ export class SglangClient {
       slot.release(loadSignalOf(verdict));
       if (verdict.action === "done") {
         this.counters.successes++;
+        verdict.result.preempted = verdict.result.finishReason.type === "abort" && this.pausedSince(pausesAtSend);
         return verdict.result;
       }
       if (verdict.action === "cancelled") return this.cancelled(server, rid, attempt + 1);
@@ -366,6 +370,7 @@ export class SglangClient {
       logprobs: [],
       finishReason: { type: "abort", message: "aborted by the caller" },
       abortedByCaller: true,
+      preempted: false,
       promptTokens: 0,
       completionTokens: 0,
       cachedTokens: 0,
@@ -519,15 +524,30 @@ export class SglangClient {
     });
   }
 
-  /** `abort` aborts in-flight requests; `retract` re-queues them; `in_place` holds them. */
-  pauseGeneration(args: { mode?: "abort" | "retract" | "in_place" } = {}): Promise<AdminResult<string>[]> {
+  /**
+   * `abort` aborts in-flight requests; `retract` re-queues them; `in_place` holds them. An abort answered while the
+   * pause lasts, or to a request sent before it, comes back `preempted` (a partial rollout continues it).
+   */
+  async pauseGeneration(args: { mode?: "abort" | "retract" | "in_place" } = {}): Promise<AdminResult<string>[]> {
+    // Opened before the call: SGLang aborts the moment it gets it, possibly before this await returns.
+    if (this.pauseEdges % 2 === 0) this.pauseEdges += 1;
     return this.fanOut((server) => callText(this.callContext, server, "POST", "/pause_generation", { mode: args.mode ?? "abort" }));
   }
 
-  continueGeneration(args: { torchEmptyCache?: boolean } = {}): Promise<AdminResult<string>[]> {
+  async continueGeneration(args: { torchEmptyCache?: boolean } = {}): Promise<AdminResult<string>[]> {
     // SGLang requires a body here; `{}` keeps its defaults.
     const body = args.torchEmptyCache === undefined ? {} : { torch_empty_cache: args.torchEmptyCache };
-    return this.fanOut((server) => callText(this.callContext, server, "POST", "/continue_generation", body));
+    try {
+      return await this.fanOut((server) => callText(this.callContext, server, "POST", "/continue_generation", body));
+    } finally {
+      // Closed only once every server answered: an abort still on its way back belongs to the pause.
+      if (this.pauseEdges % 2 === 1) this.pauseEdges += 1;
+    }
+  }
+
+  /** A pause is open now, or opened or closed since `edges` was read. */
+  private pausedSince(edges: number): boolean {
+    return this.pauseEdges % 2 === 1 || this.pauseEdges !== edges;
   }
 
   /**

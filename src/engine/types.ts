@@ -48,6 +48,11 @@ export interface GenerateResult {
   finishReason: FinishReason;
   /** True when our caller's AbortSignal ended the request (then outputIds is empty: nothing was received). */
   abortedByCaller: boolean;
+  /**
+   * True for an `abort` that a weight-update pause caused (pauseGeneration … continueGeneration): the generation was
+   * cut, not ended, and the caller continues it on the new weights (a partial rollout).
+   */
+  preempted: boolean;
   promptTokens: number;
   completionTokens: number;
   cachedTokens: number;

@@ -178,6 +178,7 @@ export function toGenerateResult(
     logprobs,
     finishReason: toFinishReason(meta.finish_reason),
     abortedByCaller: false,
+    preempted: false,
     promptTokens: meta.prompt_tokens,
     completionTokens: meta.completion_tokens,
     cachedTokens: meta.cached_tokens ?? 0,

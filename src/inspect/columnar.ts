@@ -21,10 +21,14 @@ const BATCH_ROWS = 8192;
 
 const LIST_COLUMNS = new Set(["prompt_ids", "response_ids", "response_mask", "response_logprobs", "trainer_logprobs"]);
 
+/** Columns newer than some files: a file without one gives records without the field. */
+const OPTIONAL_COLUMNS = new Set(["version_spans"]);
+
 function checkColumns(file: string, schema: Schema, columns: readonly string[]): void {
   const expected = new Map<string, Field>(trajectoryArrowSchema.fields.map((f) => [f.name, f]));
   const found = new Map<string, Field>(schema.fields.map((f) => [f.name, f]));
   for (const name of columns) {
+    if (OPTIONAL_COLUMNS.has(name) && !found.has(name)) continue;
     const want = expected.get(name);
     if (!want) throw new Error(`inspect asked for '${name}', which is not a trajectory column`);
     const have = found.get(name);
@@ -78,10 +82,26 @@ function callsReader(data: Data): Read {
   };
 }
 
-/** Streams projected records carrying exactly `columns`. */
+/** list<struct> whose rows become plain objects of every field (version_spans). */
+function structListReader(data: Data): Read {
+  const offsets = data.valueOffsets as Int32Array;
+  const struct = data.children[0]!;
+  const fields = struct.type.children.map((f: Field, i: number) => [f.name, makeVector(struct.children[i]!)] as const);
+  const start = data.offset;
+  return (row) => {
+    if (!data.getValid(row)) return null;
+    const items: Record<string, unknown>[] = [];
+    for (let j = offsets[start + row]!; j < offsets[start + row + 1]!; j++) {
+      items.push(Object.fromEntries(fields.map(([name, vector]: readonly [string, Vector]) => [name, plain(vector.get(j))])));
+    }
+    return items;
+  };
+}
+
+/** Streams projected records carrying exactly `columns` (an optional column the file lacks is left out). */
 export async function* streamTrajectoryColumns(file: string, columns: readonly string[]): AsyncGenerator<TrajectoryRecord> {
   const handle = await openParquetFile(file);
-  const wanted = [...new Set(columns)];
+  let wanted = [...new Set(columns)];
   let schema: Schema;
   try {
     schema = tableFromIPC((await handle.read({ limit: 0 })).intoIPCStream()).schema;
@@ -89,6 +109,8 @@ export async function* streamTrajectoryColumns(file: string, columns: readonly s
     throw new InputError(`${file}: not a readable parquet file (${(err as Error).message ?? err})`, { cause: err });
   }
   checkColumns(file, schema, wanted);
+  const present = new Set(schema.fields.map((f) => f.name));
+  wanted = wanted.filter((name) => present.has(name));
   const stream = (await handle.stream({ batchSize: BATCH_ROWS, columns: wanted })) as unknown as AsyncIterable<parquet.RecordBatch>;
   for await (const wasmBatch of stream) {
     const table = tableFromIPC(wasmBatch.intoIPCStream());
@@ -97,6 +119,7 @@ export async function* streamTrajectoryColumns(file: string, columns: readonly s
         const vector = batch.getChild(name)!;
         const data = vector.data[0]!;
         if (name === "calls") return [name, callsReader(data)];
+        if (name === "version_spans") return [name, structListReader(data)];
         if (LIST_COLUMNS.has(name)) return [name, listReader(data)];
         return [name, scalarReader(vector)];
       });

@@ -24,7 +24,7 @@ import {
 import { InspectStats, type InspectSummary } from "./summary.js";
 import { renderSummary } from "./summary-view.js";
 import { buildTokenView, renderTokens, type DecodeToken } from "./tokens.js";
-import { curveOf, DEFAULT_CURVES, metricKeys, renderCurves, runAlerts, type Curve } from "./curves.js";
+import { curveOf, defaultCurves, metricKeys, renderCurves, runAlerts, type Curve } from "./curves.js";
 import { filterColumns, isFiltering, makeFilter, matches, type TrajectoryFilter } from "./where.js";
 import { readTrajectoryRows, streamTrajectoryColumns } from "./columnar.js";
 import { GAP_COLUMNS, SUMMARY_COLUMNS, type TrajectoryRecord } from "./record.js";
@@ -288,7 +288,7 @@ async function groupView(file: string, group: string, filter: TrajectoryFilter, 
 async function runOverview(dir: string, metricNames: string[], look: Look) {
   const rows = await readMetrics(dir);
   const steps = await rolloutSteps(dir);
-  const names = metricNames.length ? metricNames : DEFAULT_CURVES;
+  const names = metricNames.length ? metricNames : defaultCurves(rows);
   const curves: Curve[] = [];
   for (const name of names) {
     const curve = curveOf(name, rows);

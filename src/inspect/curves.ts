@@ -26,6 +26,10 @@ export const METRIC_ALIASES: Record<string, string[]> = {
   clip_fraction: ["actor/pg_clipfrac"],
   grad_norm: ["actor/grad_norm"],
   turns: ["num_turns/mean"],
+  staleness: ["async/staleness_mean"],
+  token_staleness: ["async/token_staleness_mean"],
+  dropped_stale: ["async/dropped_stale"],
+  partial_rollouts: ["async/partial_rollout_frac"],
 };
 
 /**
@@ -37,6 +41,16 @@ const METRIC_PATTERNS: Record<string, RegExp> = {
 };
 
 export const DEFAULT_CURVES = ["reward", "accuracy", "val_accuracy", "kl", "grad_norm", "entropy", "response_length", "tool_calls", "clip_fraction"];
+
+/** Shown too when generation ran ahead of the trainer (async_training.mode): how stale each step's samples were. */
+const ASYNC_CURVES = ["staleness", "token_staleness", "dropped_stale", "partial_rollouts"];
+const ASYNC_SIGNS = ["async/staleness_max", "async/token_staleness_max", "async/dropped_stale"];
+
+/** The curves an overview draws: the defaults, and the staleness ones for a run whose samples were ever stale. */
+export function defaultCurves(rows: readonly MetricsRow[]): string[] {
+  const ranAhead = rows.some((r) => ASYNC_SIGNS.some((key) => (r.values[key] ?? 0) > 0));
+  return ranAhead ? [...DEFAULT_CURVES, ...ASYNC_CURVES] : DEFAULT_CURVES;
+}
 
 export interface Curve {
   name: string;

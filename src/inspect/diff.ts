@@ -1,6 +1,6 @@
 /** `--diff K1 K2`: two steps' rollout summaries and metrics side by side, with the change. */
 import type { InspectSummary } from "./summary.js";
-import { DEFAULT_CURVES, resolveMetricKey } from "./curves.js";
+import { defaultCurves, resolveMetricKey } from "./curves.js";
 import type { MetricsRow } from "./source.js";
 import { fitTable, fmt, pct, type Look } from "./output.js";
 
@@ -52,7 +52,7 @@ export function buildDiff(
   }
   const at = (step: number) => metrics.find((m) => m.step === step)?.values ?? null;
   const [ma, mb] = [at(steps[0]), at(steps[1])];
-  for (const name of DEFAULT_CURVES) {
+  for (const name of defaultCurves(metrics)) {
     const key = resolveMetricKey(name, metrics);
     if (!key) continue;
     const a = ma?.[key] ?? null;

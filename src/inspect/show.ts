@@ -49,6 +49,8 @@ export interface ShowView {
   drift_detail: unknown;
   step: number | null;
   weight_version: string | null;
+  /** Which weight version sampled which response tokens, [start, end); several within a turn after a preemption. */
+  version_spans: Array<{ start: number; end: number; weight_version: string | null }>;
   timing_ms: { gen: number; tool: number; total: number };
   conversation: ShowTurn[];
 }
@@ -180,6 +182,7 @@ export function buildShowView(t: Trajectory): ShowView {
     drift_detail: parseJson(t.drift_detail),
     step: t.step ?? null,
     weight_version: t.weight_version ?? null,
+    version_spans: t.version_spans ?? [],
     timing_ms: { gen: t.gen_ms, tool: t.tool_ms, total: t.total_ms },
     conversation,
   };
@@ -226,6 +229,8 @@ export function renderShow(view: ShowView, look: Look, options: ShowOptions): st
       (view.step !== null ? ` · step ${view.step}` : "") +
       (view.weight_version ? ` · weights ${view.weight_version}` : ""),
   );
+  const versions = versionsLine(view);
+  if (versions) say(versions);
 
   for (const turn of view.conversation) {
     switch (turn.kind) {
@@ -287,4 +292,20 @@ function indent(text: string, prefix: string): string {
     .split("\n")
     .map((line) => prefix + line)
     .join("\n");
+}
+
+/**
+ * The weight versions that sampled the response, when more than one did (a partial rollout continued across a
+ * weight update): `sampled by weights default (tokens 0–37), 1 (37–80)`, with the staleness when the step is known.
+ */
+function versionsLine(view: ShowView): string | null {
+  const versions = new Set(view.version_spans.map((s) => s.weight_version));
+  if (versions.size < 2) return null;
+  const spans = view.version_spans.map((s) => `${s.weight_version ?? "?"} (${s.start}–${s.end})`).join(", ");
+  let staleness = "";
+  if (view.step !== null) {
+    const lags = view.version_spans.map((s) => view.step! - 1 - (s.weight_version === "default" ? 0 : Number(s.weight_version)));
+    if (lags.every(Number.isFinite)) staleness = ` · staleness ${Math.min(...lags)}–${Math.max(...lags)} versions at step ${view.step}`;
+  }
+  return `sampled by weights ${spans} (continued across a weight update)${staleness}`;
 }

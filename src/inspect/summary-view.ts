@@ -114,10 +114,29 @@ function healthLines(s: InspectSummary, look: Look, p: Painter): string[] {
     );
   }
   if (s.overall.retries) say(`request retries: ${s.overall.retries}`);
+  const versions = versionsLine(s);
+  if (versions) say(versions);
   return lines;
 }
 
 function idList(ids: string[], count: number): string {
   if (ids.length === 0) return "";
   return `: ${ids.join(", ")}${count > ids.length ? `, ... (${count - ids.length} more; --where to list them)` : ""}`;
+}
+
+/**
+ * Which weight versions sampled the tokens, when more than one did or the samples were stale: what an async run's
+ * step looked like (`weight versions: 3 70% · 4 30% · 12 trajectories continued across a weight update · token
+ * staleness mean 0.30, max 1`).
+ */
+function versionsLine(s: InspectSummary): string | null {
+  const v = s.weightVersions;
+  if (!v) return null;
+  const stale = v.staleness && v.staleness.max > 0;
+  if (v.tokens.length < 2 && !stale) return null;
+  const total = v.tokens.reduce((a, e) => a + e.tokens, 0) || 1;
+  const parts = [`weight versions: ${v.tokens.map((e) => `${e.version} ${Math.round((100 * e.tokens) / total)}%`).join(" · ")}`];
+  if (v.continued) parts.push(`${v.continued} trajector${v.continued === 1 ? "y" : "ies"} continued across a weight update`);
+  if (v.staleness) parts.push(`token staleness mean ${fmt(v.staleness.mean, 2)}, max ${v.staleness.max}`);
+  return parts.join(" · ");
 }

@@ -6,6 +6,7 @@
  */
 import { RolloutStats, type RolloutSummary } from "../rollout/stats.js";
 import { sampledTokens, type TrajectoryRecord } from "./record.js";
+import { tokenStaleness, tokensByVersion } from "../data/version-spans.js";
 
 /** How many ids of drifted / empty-mask trajectories a summary names (the counts stay exact). */
 export const LISTED_IDS = 20;
@@ -91,6 +92,16 @@ export interface InspectSummary {
   advantage: { count: number; mean: number; min: number; max: number } | null;
   /** Present when the trajectories carry the trainer's log-probs: |trainer - behaviour| over sampled tokens. */
   logprobGap: { tokens: number; meanAbs: number; maxAbs: number; maxId: string } | null;
+  /**
+   * Present when the trajectories record version_spans: sampled tokens per weight version, the trajectories continued
+   * across a weight update (partial rollouts), and the token staleness at training (training steps' rollouts only).
+   */
+  weightVersions: {
+    /** In the order the versions first appear (an object would sort numeric names first). */
+    tokens: Array<{ version: string; tokens: number }>;
+    continued: number;
+    staleness: { mean: number; max: number } | null;
+  } | null;
 }
 
 class ToolAccumulator {
@@ -129,6 +140,12 @@ export class InspectStats {
   private gapMax = 0;
   private gapMaxId = "";
   private withTrainerLogprobs = 0;
+  private readonly versionTokens = new Map<string, number>();
+  private withVersions = 0;
+  private continued = 0;
+  private staleTokens = 0;
+  private staleSum = 0;
+  private staleMax = 0;
 
   get size(): number {
     return this.overall.size;
@@ -175,6 +192,23 @@ export class InspectStats {
       this.advantageMax = Math.max(this.advantageMax, t.advantage);
     }
     if (t.trainer_logprobs) this.withTrainerLogprobs += 1;
+    if (t.version_spans) this.addVersions(t as Pick<TrajectoryRecord, "version_spans" | "step">);
+  }
+
+  private addVersions(t: Pick<TrajectoryRecord, "version_spans" | "step">): void {
+    this.withVersions += 1;
+    const counts = tokensByVersion(t);
+    if (counts.size > 1) this.continued += 1;
+    for (const [version, n] of counts) {
+      const key = version ?? "(none)";
+      this.versionTokens.set(key, (this.versionTokens.get(key) ?? 0) + n);
+    }
+    if (t.step === null || t.step === undefined) return;
+    const { mean, max } = tokenStaleness([t], t.step - 1);
+    const tokens = [...counts.values()].reduce((a, b) => a + b, 0);
+    this.staleTokens += tokens;
+    this.staleSum += mean * tokens;
+    this.staleMax = Math.max(this.staleMax, max);
   }
 
   /** Trajectories added so far that carry trainer log-probs: their gap needs addLogprobGap. */
@@ -249,6 +283,13 @@ export class InspectStats {
         : null,
       logprobGap: this.gapTokens
         ? { tokens: this.gapTokens, meanAbs: this.gapSum / this.gapTokens, maxAbs: this.gapMax, maxId: this.gapMaxId }
+        : null,
+      weightVersions: this.withVersions
+        ? {
+            tokens: [...this.versionTokens].map(([version, tokens]) => ({ version, tokens })),
+            continued: this.continued,
+            staleness: this.staleTokens ? { mean: this.staleSum / this.staleTokens, max: this.staleMax } : null,
+          }
         : null,
     };
   }

@@ -1,7 +1,9 @@
 /**
  * One assistant turn: send the conversation's own token record to /generate, append the sampled ids untouched
  * (mask 1), then parse the tool calls out of those ids. A server that stays down, an abort, the deadline and a
- * length cut come back as a Finish, never as an exception.
+ * length cut come back as a Finish, never as an exception. A generation that a weight update preempted (partial
+ * rollouts) is continued on the new weights: its tokens so far stay, with their logprobs and the version that
+ * sampled them, and the next request asks for the rest.
  */
 import type { GenerateRequest, GenerateResult } from "../engine/index.js";
 import { isEngineError } from "../engine/index.js";
@@ -19,9 +21,20 @@ export async function sampleAssistantTurn(run: TrajectoryInFlight, cap?: number)
   const remaining = run.ctx.maxResponseLength - run.conversation.responseLength;
   if (remaining <= 0) return { status: "truncated", reason: "response_budget" };
   const limit = cap === undefined ? remaining : Math.min(cap, remaining);
-  const generated = await generate(run, limit);
-  if (generated.finish) return generated.finish;
-  return appendSampled(run, generated.result, limit < remaining);
+  let sampled = 0;
+  for (let piece = 0; ; piece++) {
+    const generated = await generate(run, limit - sampled, piece);
+    if (generated.finish) return generated.finish;
+    const { result } = generated;
+    if (!result.preempted) return appendSampled(run, result, limit < remaining);
+    if (result.outputIds.length >= limit - sampled) {
+      // Preempted with nothing left to ask for: the turn ran to its limit, as a length stop would have.
+      return appendSampled(run, { ...result, finishReason: { type: "length", length: limit } }, limit < remaining);
+    }
+    appendPiece(run, result);
+    run.log.preemptions += 1;
+    sampled += result.outputIds.length;
+  }
 }
 
 /**
@@ -45,11 +58,11 @@ export function parseToolCalls(run: TrajectoryInFlight): ParseResult | undefined
 
 type Generated = { result: GenerateResult; finish?: undefined } | { finish: Finish };
 
-async function generate(run: TrajectoryInFlight, maxNewTokens: number): Promise<Generated> {
+async function generate(run: TrajectoryInFlight, maxNewTokens: number, piece: number): Promise<Generated> {
   const { log } = run;
   const started = performance.now();
   try {
-    const result = await run.ctx.client.generate(generateRequest(run, maxNewTokens));
+    const result = await run.ctx.client.generate(generateRequest(run, maxNewTokens, piece));
     log.genMs += performance.now() - started;
     log.retries += result.attempts - 1;
     log.server = result.server;
@@ -61,9 +74,10 @@ async function generate(run: TrajectoryInFlight, maxNewTokens: number): Promise<
   }
 }
 
-function generateRequest(run: TrajectoryInFlight, maxNewTokens: number): GenerateRequest {
+/** `piece` > 0 continues a preempted generation; its seed differs, so it does not replay the first piece's draws. */
+function generateRequest(run: TrajectoryInFlight, maxNewTokens: number, piece: number): GenerateRequest {
   const { model, rollout, greedy } = run.ctx;
-  const seed = requestSeed(rollout.seed, run.sample, run.conversation.assistantTurns);
+  const seed = requestSeed(rollout.seed, run.sample, run.conversation.assistantTurns, piece);
   return {
     inputIds: [...run.conversation.tokenIds],
     samplingParams: {
@@ -80,10 +94,11 @@ function generateRequest(run: TrajectoryInFlight, maxNewTokens: number): Generat
 }
 
 /** A deterministic per-request seed from the run seed and the request's place, so reruns sample the same. */
-function requestSeed(seed: number | null, sample: Sample, turn: number): number | undefined {
+function requestSeed(seed: number | null, sample: Sample, turn: number, piece: number): number | undefined {
   if (seed === null) return undefined;
   let h = (seed ^ 0x9e3779b9) >>> 0;
-  for (const v of [sample.dataIndex, sample.sampleIndex, turn]) {
+  // The first piece keeps the seed it had before partial rollouts existed: reruns of old configs sample the same.
+  for (const v of piece === 0 ? [sample.dataIndex, sample.sampleIndex, turn] : [sample.dataIndex, sample.sampleIndex, turn, piece]) {
     h = Math.imul(h ^ v, 0x85ebca6b) >>> 0;
     h = (h ^ (h >>> 13)) >>> 0;
   }
@@ -110,7 +125,7 @@ export function deadlineFinish(runSignal: AbortSignal): Finish {
 
 function appendSampled(run: TrajectoryInFlight, result: GenerateResult, cappedByLoop: boolean): Finish | undefined {
   if (result.abortedByCaller) return deadlineFinish(run.ctx.signal);
-  run.conversation.appendSampled(result.outputIds, result.logprobs);
+  appendPiece(run, result);
   run.log.assistantFinish.push(result.finishReason.type);
   // Cut mid-turn: whatever call it was writing is incomplete, so it is never parsed or executed.
   if (result.finishReason.type === "length" && !cappedByLoop) return { status: "truncated", reason: "length" };
@@ -118,4 +133,15 @@ function appendSampled(run: TrajectoryInFlight, result: GenerateResult, cappedBy
     return { status: "aborted", reason: "abort", error: result.finishReason.message ?? "aborted by the server" };
   }
   return undefined;
+}
+
+/** Appends a generation's tokens (a whole turn, or the part before a preemption) and the version that sampled them. */
+function appendPiece(run: TrajectoryInFlight, result: GenerateResult): void {
+  const start = run.conversation.responseLength;
+  run.conversation.appendSampled(result.outputIds, result.logprobs);
+  if (result.outputIds.length === 0) return;
+  const spans = run.log.versionSpans;
+  const last = spans[spans.length - 1];
+  if (last && last.end === start && last.weight_version === result.weightVersion) last.end = run.conversation.responseLength;
+  else spans.push({ start, end: run.conversation.responseLength, weight_version: result.weightVersion });
 }

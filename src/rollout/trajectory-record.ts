@@ -124,6 +124,7 @@ function trajectoryRecord(
     drift_detail: drift && drift.status !== "match" ? JSON.stringify(drift) : null,
     server: log.server,
     weight_version: log.weightVersion,
+    version_spans: log.versionSpans,
     step: run.ctx.step ?? null,
     started_at: run.startedAt,
     gen_ms: log.genMs,

@@ -10,7 +10,7 @@ import type { FunctionCallParser } from "../parsers/index.js";
 import type { ToolRegistry, ToolSession } from "../tools/index.js";
 import type { Interaction, InteractionRegistry } from "../interactions/index.js";
 import type { LoadedRewardFunction } from "../rewards/index.js";
-import type { ToolCallRecord, TrajectorySegment, TrajectoryStatus } from "../data/trajectory.js";
+import type { ToolCallRecord, TrajectorySegment, TrajectoryStatus, VersionSpan } from "../data/trajectory.js";
 import type { RolloutSection } from "./config.js";
 import type { Sample } from "./sample.js";
 import type { AgentLoopRegistry } from "./agent-loops.js";
@@ -67,6 +67,10 @@ export interface TurnLog {
   /** The server and weight version of the last answered request. */
   server: string | null;
   weightVersion: string | null;
+  /** The weight version that sampled each run of response tokens, in order (several per turn after a preemption). */
+  versionSpans: VersionSpan[];
+  /** Generations cut by a weight update and continued on the new weights (partial rollouts). */
+  preemptions: number;
 }
 
 /** The simulated user of this trajectory, when it has one. */
@@ -108,6 +112,8 @@ export function emptyTurnLog(): TurnLog {
     retries: 0,
     server: null,
     weightVersion: null,
+    versionSpans: [],
+    preemptions: 0,
   };
 }
 

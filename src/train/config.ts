@@ -140,6 +140,11 @@ export const trainConfigSchema = z.strictObject({
         .describe(
           "fully_async: how far generation may run ahead, in batches (verl's meaning): groups started ≤ (steps trained + 1 + staleness_threshold) × train_batch_size. A group whose staleness (policy versions between the weights it started with and the weights trained) would exceed ceil(staleness_threshold) is dropped and counted (async/dropped_stale); verl drops none",
         ),
+      partial_rollout: z
+        .boolean().default(true)
+        .describe(
+          "one_step_off and fully_async: a weight sync pauses generation (/pause_generation abort), loads the weights and continues; each cut generation goes on from its last token on the new weights, every token recording the version that sampled it (version_spans). false: the load waits for the generations in flight to finish",
+        ),
     })
     .prefault({}),
   trainer: z

@@ -23,7 +23,7 @@ import { PendingDraws } from "./pending-draws.js";
 import { runSchedule, stepScheduleMetrics, type Trainer } from "./schedule/index.js";
 import { batchMetrics } from "./step-metrics.js";
 import { updatePolicy, type UpdateResult } from "./update.js";
-import { releaseEngineMemory, syncWeights } from "./weight-sync.js";
+import { releaseEngineMemory, StepSync, syncWeights, type SyncDeps } from "./weight-sync.js";
 import { validate } from "./validate.js";
 
 export interface TrainLoopOptions {
@@ -57,7 +57,8 @@ export async function trainLoop(options: TrainLoopOptions): Promise<RunOutcome> 
   try {
     if (progress.resumed) {
       await progress.resume(stages.worker(), options.reporter, { keepMetrics: config.trainer.val_only, unit: "prompt" });
-      await stages.sync(progress.step);
+      // Nothing generates yet, and the engine must serve the checkpoint before anything does: a failure stops here.
+      progress.weightVersion = await syncWeights(progress.step, stages.syncDeps());
     }
     if (config.trainer.val_only) {
       // verl's trainer.val_only: validate the current weights (model.path, or the checkpoint resumed from), log the
@@ -121,15 +122,18 @@ function stepTrainer(total: number, stages: TrainStages, generator: TrainGenerat
         const update = await stages.update(step, batch.kept);
         Object.assign(metrics, update.metrics, update.timing);
         const t0 = performance.now();
-        await stages.sync(step); // the next step samples from the updated policy
+        const synced = await stages.sync(step); // the next step samples from the updated policy
         metrics["timing_s/update_weights"] = (performance.now() - t0) / 1000;
-      } else {
-        reporter.note(`step ${step}: no trajectory to train on (all groups dropped or failed); weights unchanged`);
+        metrics["weight_sync/failed"] = synced ? 0 : 1;
+        updates.set(step, metrics);
+        return { synced };
       }
+      reporter.note(`step ${step}: no trajectory to train on (all groups dropped or failed); weights unchanged`);
       updates.set(step, metrics);
+      return { synced: true };
     },
     async finish(step, batch, report) {
-      const metrics = batchMetrics(batch, config.data.max_response_length);
+      const metrics = batchMetrics(batch, config.data.max_response_length, step);
       Object.assign(metrics, updates.get(step), stepScheduleMetrics(report), { "timing_s/gen": batch.seconds });
       updates.delete(step);
       await writeRollouts(runDir.rolloutFile(step), batch.all);
@@ -154,7 +158,9 @@ interface TrainStages {
   worker(): WorkerClient;
   trainRollout: StepRollout;
   update(step: number, kept: Trajectory[]): Promise<UpdateResult>;
-  sync(step: number): Promise<void>;
+  /** The sync after step's update; false when the servers refused it and keep serving the version they had. */
+  sync(step: number): Promise<boolean>;
+  syncDeps(): SyncDeps;
   validate(step: number): Promise<Record<string, number>>;
   checkpoint(): Promise<void>;
   /** Appends a metrics line (metrics.jsonl, TensorBoard). */
@@ -171,6 +177,13 @@ function trainStages(options: TrainLoopOptions, progress: RunProgress): TrainSta
     if (!options.worker) throw new AgentrlError("internal: the training worker was not started");
     return options.worker;
   };
+  const async = config.async_training;
+  const syncDeps = (): SyncDeps => ({
+    worker: worker(), client, runDir, colocate, reporter,
+    // Only an async mode generates while the trainer syncs; sync mode has nothing in flight to pause.
+    partialRollout: async.mode !== "sync" && async.partial_rollout,
+  });
+  let stepSync: StepSync | undefined;
   return {
     progress,
     worker,
@@ -180,8 +193,12 @@ function trainStages(options: TrainLoopOptions, progress: RunProgress): TrainSta
       return updatePolicy(step, kept, worker(), { scratchDir: runDir.scratchDir, padTokenId: options.parts.model.eosTokenIds[0] ?? 0, reporter });
     },
     async sync(step) {
-      progress.weightVersion = await syncWeights(step, { worker: worker(), client, runDir, colocate, reporter });
+      stepSync ??= new StepSync(syncDeps());
+      const { version, failed } = await stepSync.sync(step, progress.weightVersion);
+      progress.weightVersion = version;
+      return !failed;
     },
+    syncDeps,
     validate: (step) => validate(step, options.valPrompts, valRollout, { n: rollout.val_kwargs.n, runDir, reporter }),
     checkpoint: () => progress.save(worker(), reporter),
     record(step, metrics) {

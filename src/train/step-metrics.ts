@@ -3,6 +3,7 @@
  * under verl's metric names where verl has one (docs/run-folder.md). Losses, KL and gradients come from the worker.
  */
 import { trajectoryAcc, type Trajectory } from "../data/trajectory.js";
+import { tokenStaleness } from "../data/version-spans.js";
 import type { RolloutBatch } from "./rollout.js";
 
 function stats(values: number[]): { mean: number; max: number; min: number } {
@@ -57,9 +58,13 @@ export function trajectoryMetrics(trajectories: readonly Trajectory[], maxRespon
  * The scoring of a step's rollout, the start of its metrics line: every trajectory's rewards, lengths, turns and tool
  * use, what the batch kept and dropped, and the sampling throughput (sampled tokens per second of generation).
  */
-export function batchMetrics(batch: RolloutBatch, maxResponseLength: number): Record<string, number> {
+export function batchMetrics(batch: RolloutBatch, maxResponseLength: number, step: number): Record<string, number> {
   const sampledTokens = batch.all.reduce((a, t) => a + t.response_mask.reduce((x, y) => x + y, 0), 0);
+  const stale = tokenStaleness(batch.kept, step - 1);
   return {
+    "async/token_staleness_mean": stale.mean,
+    "async/token_staleness_max": stale.max,
+    "async/partial_rollout_frac": stale.partialFraction,
     ...trajectoryMetrics(batch.all, maxResponseLength),
     "batch/trajectories": batch.kept.length,
     "batch/groups": batch.keptGroups,

@@ -50,6 +50,11 @@ export interface FakeSglangOptions {
   /** Delay before every /generate answer (abortable, like a real generation). @default 0 */
   latencyMs?: number;
   /**
+   * An item aborted while it generates answers with the tokens it had "decoded" so far, as SGLang does: the share of
+   * its output that its latency had covered. Off, an abort answers with no tokens. @default false
+   */
+  partialAbort?: boolean;
+  /**
    * Items generating at once, like SGLang's `max_running_requests`: the others wait in a FIFO queue, and their
    * latency starts when they get a slot. An item aborted or disconnected while waiting leaves the queue. With a
    * latency this makes a server whose response time grows with the load. @default unlimited
@@ -313,6 +318,7 @@ export async function startFakeSglang(options: FakeSglangOptions = {}): Promise<
       let holdsSlot = false;
       const start = () => {
         holdsSlot = true;
+        decodeStarted = Date.now();
         const delay = (options.latencyMs ?? 0) + (fault?.type === "latency" ? fault.ms : 0);
         if (delay > 0) timer = later(delay, () => void generate());
         else void generate();
@@ -347,9 +353,30 @@ export async function startFakeSglang(options: FakeSglangOptions = {}): Promise<
         logprobs: [],
         finishReason: { type: "abort", message, status_code: null, err_type: null },
       });
-      live.set(item.rid, { rid: item.rid, abort: (message) => finish(abortedResult(message)) });
+      let decodeStarted: number | undefined;
+      const abortPartly = async (message: string) => {
+        if (timer) clearTimeout(timer);
+        const delay = (options.latencyMs ?? 0) + (fault?.type === "latency" ? fault.ms : 0);
+        const share = delay > 0 ? Math.min(1, (Date.now() - decodeStarted!) / delay) : 0;
+        const sampled = await sample(item);
+        const n = Math.min(sampled.outputIds.length - 1, Math.floor(sampled.outputIds.length * share));
+        const abort = abortedResult(message);
+        finish({ ...abort, outputIds: sampled.outputIds.slice(0, Math.max(0, n)), logprobs: sampled.logprobs.slice(0, Math.max(0, n)) });
+      };
+      let aborting = false;
+      const abortItem = (message: string) => {
+        if (done || aborting) return;
+        if (options.partialAbort && decodeStarted !== undefined) {
+          // Still generating: the timer must not answer while the partial answer is sampled.
+          aborting = true;
+          void abortPartly(message).catch(reject);
+          return;
+        }
+        finish(abortedResult(message));
+      };
+      live.set(item.rid, { rid: item.rid, abort: abortItem });
       const generate = async () => {
-        if (done) return;
+        if (done || aborting) return;
         if (paused) {
           await new Promise<void>((r) => unpauseWaiters.push({ resolve: r }));
           if (done) return;

@@ -44,7 +44,12 @@ export function makeTrajectory(i: number, overrides: Partial<Trajectory> = {}): 
     drift: "match",
     drift_detail: null,
     server: "http://127.0.0.1:1",
-    weight_version: "default",
+    weight_version: i % 4 === 3 ? "2" : "default",
+    // Every fourth one continued across a weight update (a partial rollout): versions change mid-turn.
+    version_spans:
+      i % 4 === 3
+        ? [{ start: 0, end: 1, weight_version: "1" }, { start: 1, end: 2, weight_version: "2" }, { start: 4, end: 5, weight_version: "2" }]
+        : [{ start: 0, end: 2, weight_version: "default" }, { start: 4, end: 5, weight_version: "default" }],
     step: null,
     started_at: 1_700_000_000_000 + i,
     gen_ms: 10,

@@ -32,7 +32,8 @@ export async function runFullyAsync<B, G>(options: ScheduleOptions<B, G>, contex
       // Nothing generated from here on would be trained: the engine's time goes to the last update instead.
       if (step === options.lastStep) await stream.close();
       const batch = options.generator.assemble(step, taken.kept.map((g) => g.value), taken.discarded);
-      const staleness = taken.kept.map((g) => context.served - g.version);
+      // Counted from the policy the update starts from (step − 1), which a failed sync may have kept from the engine.
+      const staleness = taken.kept.map((g) => step - 1 - g.version);
       const report = await context.train(step, batch, { staleness, droppedStale: taken.droppedStale });
       if (step < options.lastStep) stream.trained(step + 1);
       await options.trainer.finish(step, batch, report);
@@ -139,7 +140,7 @@ class GroupStream<B, G> {
   private dropStale(): void {
     for (let i = this.buffer.length - 1; i >= 0; i--) {
       const group = this.buffer[i]!;
-      if (this.context.served - group.version <= this.bound) continue;
+      if (this.step - 1 - group.version <= this.bound) continue;
       this.buffer.splice(i, 1);
       this.droppedStale += 1;
       this.discard(group.value);

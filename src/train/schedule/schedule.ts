@@ -15,7 +15,7 @@ import type { ScheduleOptions, ScheduleResult, StepReport } from "./types.js";
 /** What the mode runners share: the meters, the version the engine serves, and the run-wide cancel. */
 export interface ScheduleContext<B> {
   generating: ActivityMeter;
-  /** The step whose weights the engine serves (firstStep − 1 until the first sync). */
+  /** The step whose weights the engine serves (firstStep − 1 until the first sync; behind after a failed sync). */
   served: number;
   /** Aborts with the caller's signal, and when the schedule ends or fails: in-flight generation stops. */
   cancel: AbortController;
@@ -40,12 +40,13 @@ export async function runSchedule<B, G>(options: ScheduleOptions<B, G>): Promise
     cancel,
     async train(step, batch, partial) {
       training.begin();
+      let outcome: { synced: boolean } | void;
       try {
-        await options.trainer.train(step, batch);
+        outcome = await options.trainer.train(step, batch);
       } finally {
         training.end();
       }
-      context.served = step;
+      if (outcome?.synced !== false) context.served = step;
       const [trainerIdle, generatorIdle] = idle.next();
       return { ...partial, trainerIdle: trainerIdle!, generatorIdle: generatorIdle! };
     },

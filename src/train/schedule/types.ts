@@ -25,8 +25,11 @@ export interface Generator<B, G> {
 }
 
 export interface Trainer<B> {
-  /** The update on `batch`, then the weight sync: afterwards the engine serves the policy of `step`. */
-  train(step: number, batch: B): Promise<void>;
+  /**
+   * The update on `batch`, then the weight sync: afterwards the engine serves the policy of `step`, unless the sync
+   * failed (`{ synced: false }`): then it serves the version it had, and the next step's sync tries again.
+   */
+  train(step: number, batch: B): Promise<{ synced: boolean } | void>;
   /** The step's records (metrics, rollout file, validation, checkpoint); generation for later steps may run meanwhile. */
   finish(step: number, batch: B, report: StepReport): Promise<void>;
 }
