@@ -5,7 +5,7 @@
  */
 import { z } from "zod";
 import { customRewardFunctionSchema, rolloutSchema } from "../rollout/config.js";
-import { ADV_ESTIMATORS, KL_LOSS_TYPES, LOSS_AGG_MODES, MASTER_DTYPES } from "./worker/protocol.js";
+import { ADV_ESTIMATORS, KL_LOSS_TYPES, LOSS_AGG_MODES, MASTER_DTYPES, ROLLOUT_IS_MODES } from "./worker/protocol.js";
 import { TRAINING_MODES } from "./schedule/modes.js";
 
 const files = z.union([z.string(), z.array(z.string()).min(1)]);
@@ -118,7 +118,10 @@ export const trainConfigSchema = z.strictObject({
       norm_adv_by_std_in_grpo: z.boolean().default(true).describe("false = Dr.GRPO"),
       rollout_is_threshold: z
         .number().positive().nullable().default(null)
-        .describe("truncated importance sampling against the engine's behaviour log-probs; null = off"),
+        .describe("importance sampling against the engine's behaviour log-probs: each sampled token's loss is weighted by π_old/π_rollout, the trainer's recomputed log-prob over the engine's (stale weights under async training, or kernel mismatch); null = off"),
+      rollout_is_mode: z
+        .enum(ROLLOUT_IS_MODES).default("truncate")
+        .describe("truncate: weight min(π_old/π_rollout, rollout_is_threshold) (verl's TIS); mask: weight π_old/π_rollout, and 0 for tokens above the threshold (AReaL's decoupled PPO, behav_imp_weight_cap)"),
       filter_groups: z
         .strictObject({
           enable: z.boolean().default(false).describe("dynamic sampling: drop groups whose rewards are all equal"),

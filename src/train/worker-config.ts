@@ -43,5 +43,6 @@ export function grpoWorkerConfig(config: TrainConfig, trainSize: number): Worker
     adv_estimator: config.algorithm.adv_estimator,
     norm_adv_by_std_in_grpo: config.algorithm.norm_adv_by_std_in_grpo,
     rollout_is_threshold: config.algorithm.rollout_is_threshold,
+    rollout_is_mode: config.algorithm.rollout_is_mode,
   };
 }

@@ -240,18 +240,27 @@ def response_turn_classes(response_mask: Tensor) -> dict[str, Tensor]:
     return {"turn_start": starts, "final_turn": final, "tool_turns": on & ~final}
 
 
-def truncated_is_weights(old_log_prob: Tensor, rollout_log_prob: Tensor, threshold: float, mask: Tensor) -> tuple[Tensor, dict[str, float]]:
-    """verl's rollout importance sampling, token-level and truncated (TIS): w = min(exp(old - rollout), threshold) on
-    the masked tokens, 0 elsewhere, correcting for the engine sampling from other weights or kernels than the trainer's
-    (a stale policy under asynchronous training, or training-inference mismatch). Also the weights' statistics before
-    truncation: mean, max, and the fraction of tokens the threshold cut."""
+def rollout_is_weights(
+    old_log_prob: Tensor, rollout_log_prob: Tensor, threshold: float, mask: Tensor, mode: str = "truncate"
+) -> tuple[Tensor, dict[str, float]]:
+    """Token-level importance weights w = exp(old - rollout) = pi_old / pi_rollout on the masked tokens (0 elsewhere),
+    correcting for the engine sampling from other weights or kernels than the trainer's (a stale policy under
+    asynchronous training, or training-inference mismatch). Above `threshold`:
+    - mode "truncate": w = min(w, threshold), verl's truncated importance sampling (TIS);
+    - mode "mask": w = 0, the token leaves the loss (its denominator keeps it), AReaL's decoupled PPO with
+      behav_imp_weight_cap = threshold, where old is the proximal policy and rollout the behaviour policy.
+    Also the weights' statistics before the threshold: mean, max, and the fraction of tokens above it."""
+    if mode not in ("truncate", "mask"):
+        raise ValueError(f"rollout_is mode must be truncate or mask, got {mode!r}")
     ratio = torch.exp(torch.clamp(old_log_prob - rollout_log_prob, -20.0, 20.0))
-    weights = torch.clamp(ratio, max=threshold) * mask
+    above = ratio > threshold
+    capped = torch.clamp(ratio, max=threshold) if mode == "truncate" else torch.where(above, torch.zeros_like(ratio), ratio)
+    weights = capped * mask
     on = mask > 0
     stats = {
         "rollout_is/mean": masked_mean(ratio, mask).item(),
         "rollout_is/max": ratio[on].max().item() if on.any() else 0.0,
-        "rollout_is/clipped_frac": masked_mean((ratio > threshold).float(), mask).item(),
+        "rollout_is/clipped_frac": masked_mean(above.float(), mask).item(),
     }
     return weights, stats
 

@@ -79,7 +79,9 @@ class WorkerConfig:
     """grpo or rloo."""
     norm_adv_by_std_in_grpo: bool = True
     rollout_is_threshold: float | None = None
-    """Truncated importance sampling against the rollout's log-probs: weight = min(pi_old / pi_rollout, threshold)."""
+    """Importance sampling against the rollout's log-probs, weight pi_old / pi_rollout, with rollout_is_mode above it."""
+    rollout_is_mode: str = "truncate"
+    """truncate: min(weight, threshold) (verl's TIS); mask: 0 above the threshold (AReaL's decoupled PPO)."""
 
     @staticmethod
     def from_dict(raw: dict[str, Any]) -> "WorkerConfig":

@@ -277,7 +277,9 @@ class Trainer:
         mask_all = batch["response_mask"].float()
         is_weights, is_stats = None, {}
         if config.rollout_is_threshold is not None and "rollout_log_probs" in batch:
-            is_weights, is_stats = algos.truncated_is_weights(batch["old_log_probs"], batch["rollout_log_probs"], config.rollout_is_threshold, mask_all)
+            is_weights, is_stats = algos.rollout_is_weights(
+                batch["old_log_probs"], batch["rollout_log_probs"], config.rollout_is_threshold, mask_all, config.rollout_is_mode
+            )
         self.model.train()
         history: list[dict[str, float]] = []
         for _ in range(config.ppo_epochs):

@@ -353,13 +353,56 @@ def test_token_log_probs_matches_the_entropy_variant():
 
 
 def test_truncated_is_weights_clip_at_the_threshold_on_masked_tokens_and_report_the_untruncated_stats():
-    from agentrl_worker.algos import truncated_is_weights
+    from agentrl_worker.algos import rollout_is_weights
 
     old = torch.log(torch.tensor([[0.5, 0.9, 0.2, 0.3]]))
     rollout = torch.log(torch.tensor([[0.25, 0.9, 0.4, 0.01]]))
     mask = torch.tensor([[1.0, 1.0, 1.0, 0.0]])  # the last token is not trained on: weight 0, left out of the stats
-    weights, stats = truncated_is_weights(old, rollout, 1.5, mask)
+    weights, stats = rollout_is_weights(old, rollout, 1.5, mask)
     torch.testing.assert_close(weights, torch.tensor([[1.5, 1.0, 0.5, 0.0]]))
     assert stats["rollout_is/max"] == pytest.approx(2.0)
     assert stats["rollout_is/mean"] == pytest.approx((2.0 + 1.0 + 0.5) / 3)
     assert stats["rollout_is/clipped_frac"] == pytest.approx(1 / 3)
+    # mask mode: the token above the threshold leaves the loss instead of being capped; the others keep their weight
+    masked, masked_stats = rollout_is_weights(old, rollout, 1.5, mask, mode="mask")
+    torch.testing.assert_close(masked, torch.tensor([[0.0, 1.0, 0.5, 0.0]]))
+    assert masked_stats == stats
+
+
+def _areal_decoupled_ppo_loss(logprobs, proximal_logprobs, old_logprobs, advantages, eps_clip, loss_mask, behav_imp_weight_cap):
+    """AReaL's decoupled PPO actor loss (areal/utils/functional.py ppo_actor_loss_fn, token level, no dual clip),
+    written out from its formula: the clipped ratio is taken against the proximal policy (the trainer's recomputed
+    log-probs), then multiplied by the behaviour importance weight exp(proximal - old), where old are the inference
+    engine's log-probs; tokens whose weight exceeds behav_imp_weight_cap get weight 0; the sum is divided by the
+    number of loss tokens (the capped tokens included)."""
+    loss_mask = loss_mask.bool()
+    count = loss_mask.count_nonzero() or 1
+    ratio = torch.where(loss_mask, torch.exp(logprobs - proximal_logprobs), 0)
+    clipped = torch.clamp(ratio, 1.0 - eps_clip, 1.0 + eps_clip)
+    pg_loss = torch.max(-advantages * ratio, -advantages * clipped)
+    behav_imp_weight = (proximal_logprobs - old_logprobs).exp()
+    behav_mask = (behav_imp_weight <= behav_imp_weight_cap).logical_and(loss_mask)
+    pg_loss = pg_loss * torch.where(behav_mask, behav_imp_weight, 0.0)
+    return torch.where(loss_mask, pg_loss, 0).sum() / count
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_mask_mode_is_areals_decoupled_ppo_loss_and_its_gradient(seed):
+    from agentrl_worker.algos import policy_loss, rollout_is_weights
+
+    generator = torch.Generator().manual_seed(seed)
+    shape = (4, 12)
+    proximal = -torch.rand(shape, generator=generator) * 3  # the trainer's recomputed old log-probs
+    behaviour = proximal + torch.randn(shape, generator=generator) * 0.7  # a stale engine's
+    logprobs = (proximal + torch.randn(shape, generator=generator) * 0.3).requires_grad_(True)
+    advantages = torch.randn(shape, generator=generator)
+    mask = (torch.rand(shape, generator=generator) > 0.2).float()
+    cap = 2.0
+    weights, stats = rollout_is_weights(proximal, behaviour, cap, mask, mode="mask")
+    assert 0 < stats["rollout_is/clipped_frac"] < 1  # some tokens are masked, so the comparison tests the cap
+    ours, _ = policy_loss(logprobs, proximal, advantages, mask, clip_ratio_c=1e9, loss_agg_mode="token-mean", rollout_is_weights=weights)
+    (ours_grad,) = torch.autograd.grad(ours, logprobs)
+    reference = _areal_decoupled_ppo_loss(logprobs, proximal, behaviour, advantages, 0.2, mask, cap)
+    (reference_grad,) = torch.autograd.grad(reference, logprobs)
+    torch.testing.assert_close(ours, reference, rtol=1e-6, atol=1e-7)
+    torch.testing.assert_close(ours_grad, reference_grad, rtol=1e-6, atol=1e-7)

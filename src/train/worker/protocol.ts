@@ -19,6 +19,8 @@ export const LR_SCHEDULER_TYPES = ["constant", "cosine"] as const;
 export const LOSS_AGG_MODES = ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"] as const;
 export const KL_LOSS_TYPES = ["k1", "kl", "abs", "k2", "mse", "k3", "low_var_kl"] as const;
 export const ADV_ESTIMATORS = ["grpo", "rloo"] as const;
+/** What the rollout importance weight does above rollout_is_threshold: verl's TIS truncates, AReaL's decoupled PPO masks. */
+export const ROLLOUT_IS_MODES = ["truncate", "mask"] as const;
 
 const filePath = z.string().min(1);
 const int = () => z.number().int();
@@ -65,6 +67,7 @@ export const initConfig = z.strictObject({
   adv_estimator: z.enum(ADV_ESTIMATORS).optional(),
   norm_adv_by_std_in_grpo: z.boolean().optional(),
   rollout_is_threshold: z.number().positive().nullable().optional(),
+  rollout_is_mode: z.enum(ROLLOUT_IS_MODES).optional(),
 });
 export type WorkerInitConfig = z.input<typeof initConfig>;
 
