@@ -11,6 +11,8 @@ import { tokenStaleness } from "../src/data/version-spans.js";
 import { startFakeSglang, type FakeSglang, type FakeSglangOptions } from "./fake-sglang/index.js";
 import { QWEN3_DIR } from "./helpers/qwen3.js";
 import { plainSample as sample, singleTurnContext } from "./helpers/trajectory-context.js";
+import { tinyQwenModel } from "./helpers/tiny-model.js";
+import { startInferenceServer } from "../src/serve/index.js";
 
 let model: ChatModel;
 beforeAll(async () => {
@@ -36,17 +38,18 @@ const generateBodies = (server: FakeSglang) =>
   server.stats.log.filter((e) => e.path === "/generate").map((e) => e.body as { input_ids: number[]; sampling_params: { max_new_tokens: number } });
 
 /** What StepSync does around a load: pause (abort), load tagged with the version, continue. */
-async function syncTo(client: SglangClient, version: string): Promise<void> {
+async function syncTo(client: SglangClient, version: string, modelPath = "/weights"): Promise<void> {
   await client.pauseGeneration({ mode: "abort" });
   try {
-    await client.updateWeightsFromDisk({ modelPath: "/weights", weightVersion: version });
+    const [loaded] = await client.updateWeightsFromDisk({ modelPath, weightVersion: version });
+    expect(loaded!.ok && loaded!.value.success).toBe(true);
   } finally {
     await client.continueGeneration();
   }
 }
 
-const until = async (check: () => boolean) => {
-  while (!check()) await new Promise((r) => setTimeout(r, 5));
+const until = async (check: () => boolean | Promise<boolean>) => {
+  while (!(await check())) await new Promise((r) => setTimeout(r, 5));
 };
 
 describe("partial rollouts", () => {
@@ -98,4 +101,36 @@ describe("partial rollouts", () => {
     expect(t.status).toBe("completed");
     expect(t.version_spans).toEqual([{ start: 0, end: t.response_ids.length, weight_version: "default" }]);
   });
+});
+
+describe("partial rollouts on the embedded engine", () => {
+  it("a real generation paused mid-way for a weight load is continued on the new version, token for token", async () => {
+    const tiny = tinyQwenModel();
+    const engine = await startInferenceServer({ engine: "embedded", model: tiny, port: 0 });
+    cleanups.push(async () => void (await engine.stop()));
+    const client = new SglangClient({ servers: [engine.url], maxRetries: 0 });
+    cleanups.push(() => client.close());
+    // A random-init model rarely samples its end of turn: the turn runs to its budget, long enough to be cut.
+    const ctx = { ...singleTurnContext(model, client), maxResponseLength: 3000 };
+    ctx.rollout = { ...ctx.rollout, seed: 5 };
+    const running = runTrajectory(sample, ctx);
+    // Cut it once it decodes (a pause before that would abort it with no token sampled on the old weights).
+    await until(async () => {
+      const [load] = (await (await fetch(`${engine.url}/get_load`)).json()) as Array<{ num_running_reqs: number }>;
+      return load!.num_running_reqs === 1;
+    });
+    await new Promise((r) => setTimeout(r, 200));
+    await syncTo(client, "7", tiny);
+    const t = await running;
+    expect([t.status, t.finish_reason, t.error]).toEqual(["truncated", "length", null]);
+    const versions = (t.version_spans ?? []).map((s) => s.weight_version);
+    expect(versions).toEqual(["default", "7"]);
+    const [first, second] = t.version_spans!;
+    expect(first!.start).toBe(0);
+    expect(second!.start).toBe(first!.end);
+    expect(second!.end).toBe(t.response_ids.length);
+    expect(t.response_logprobs.every((lp) => lp <= 0 && Number.isFinite(lp))).toBe(true);
+    expect(t.response_mask.every((m) => m === 1)).toBe(true);
+    expect(t.assistant_turns).toBe(1);
+  }, 120_000);
 });
