@@ -5,9 +5,11 @@
  *   order sync would; the metrics line carries the idle ratios.
  * - fully_async, 3 steps, staleness_threshold 1: the run completes, no trained group lags more than one version,
  *   and no prompt's group is trained twice.
+ * - fully_async SIGKILLed mid-step and resumed: the checkpointed steps' samples are kept, each step trains once, and
+ *   no prompt's group is trained twice across the kill.
  * The scheduler's own rules (overlap, drops, admission) are test/async-schedule.test.ts's, with fakes.
  */
-import { readFileSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { runCli, REPO_ROOT } from "./helpers/cli.js";
@@ -119,4 +121,35 @@ describe("async_training.mode: fully_async", () => {
     expect(perStep.every((n) => n > 0 && n <= GROUPS)).toBe(true);
     expect(new Set(groups).size).toBe(perStep.reduce((a, b) => a + b, 0)); // no group in two steps
   });
+});
+
+describe("async_training.mode: fully_async, killed and resumed", () => {
+  it("SIGKILL mid-step, then --resume: the checkpointed steps stay as trained, every step trains once, no group twice", async () => {
+    const runDir = path.join(scratch, "fully_async-killed");
+    const args = [...trainArgs(runDir, "fully_async", 4), "--json", "--set", "trainer.save_freq=1", "--set", "async_training.staleness_threshold=1"];
+    // Its own temp folder: whatever a killed run could leave there stays in the test's scratch folder.
+    const killedTmp = path.join(scratch, "killed-tmp");
+    mkdirSync(killedTmp);
+    const run = startCli(args, { TMPDIR: killedTmp });
+    // Killed once step 2 is reported (its checkpoint follows the report): step 3's groups are generating, some
+    // finished and buffered, some in flight.
+    expect(await pollUntil(() => run.steps().includes(2), { timeoutMs: 240_000, alive: run.running })).toBe(true);
+    run.child.kill("SIGKILL");
+    expect((await run.exited).signal).toBe("SIGKILL");
+    const checkpointed = stateStep(runDir);
+    expect(checkpointed).toBeGreaterThanOrEqual(1);
+    expect(checkpointed).toBeLessThan(4);
+    const before = await readRun(runDir, checkpointed);
+
+    const again = await runCli([...args, "--resume"], { timeoutMs: 240_000 });
+    expect(again.code, again.stderr).toBe(0);
+    expect(readMetrics(runDir).map((m) => m.step)).toEqual([1, 2, 3, 4]);
+    const steps = await readRun(runDir, 4);
+    // What was trained and checkpointed before the kill is kept, sample for sample.
+    expect(steps.slice(0, checkpointed).map((s) => s.map((t) => t.id))).toEqual(before.map((s) => s.map((t) => t.id)));
+    const trained = trainedIds(steps).map((s) => [...new Set(s.map((t) => t.data_index))]);
+    expect(trained.every((prompts) => prompts.length > 0)).toBe(true);
+    const all = trained.flat();
+    expect(new Set(all).size).toBe(all.length); // no prompt's group trained twice, across the kill
+  }, 600_000);
 });
