@@ -60,6 +60,7 @@ export const serverSchema = z
     api_key_env: z.string().default("SGLANG_API_KEY").describe("environment variable holding the server's API key, if any"),
     timeout: seconds("one /generate request, headers and body", 600),
     connect_timeout: seconds("TCP connect", 10),
+    admin_timeout: seconds("one admin call (weight load, pause, continue, memory release): a weight sync that does not answer in time counts as failed, and the run goes on with the served weights", 600),
     max_attempts: z.number().int().min(1).default(8).describe("tries per request (1 + retries) on connection errors, timeouts, 429, 5xx, cut bodies and malformed JSON; 8 keeps a 20% fault rate from failing 1 request in 100 000"),
     retry_delay: z.number().nonnegative().default(0.5).describe("first backoff delay, doubled per retry, capped at 8 s (seconds)"),
     adaptive_concurrency: z

@@ -114,6 +114,7 @@ export function makeClient(rollout: RolloutSection, apiKey: string | undefined):
     concurrency: rollout.max_concurrency,
     connectTimeoutMs: server.connect_timeout * 1000,
     requestTimeoutMs: server.timeout * 1000,
+    adminTimeoutMs: server.admin_timeout * 1000,
     maxRetries: server.max_attempts - 1,
     retryBaseDelayMs: server.retry_delay * 1000,
     adaptiveConcurrency: server.adaptive_concurrency,
