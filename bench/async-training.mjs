@@ -24,6 +24,8 @@ const STEP_MS = 30; // one decode step: each running sequence gains one token (3
 const TOOL_TIMEOUT_MS = 30_000;
 /** Share of a synchronous step spent generating; the trainer's cost per token is set to match (see calibrate). */
 const ROLLOUT_SHARE = 0.7;
+/** Share of the trainer's time that is the weight load, during which the engine generates nothing. */
+const LOAD_SHARE = 0.1;
 
 
 const HEAVY_TAIL = {
@@ -34,30 +36,89 @@ const HEAVY_TAIL = {
   tool: (r) => Math.min(TOOL_TIMEOUT_MS, pareto(r, 100, 1.2)),
 };
 
-/** Decodes at most CAPACITY sequences at once, each at one token per STEP_MS; the rest queue in arrival order. */
+function deferred() {
+  let resolve;
+  const promise = new Promise((r) => (resolve = r));
+  return { promise, resolve };
+}
+
+/**
+ * Decodes at most CAPACITY sequences at once, each at one token per STEP_MS; the rest queue in arrival order. A weight
+ * load stops it, as SGLang's does: with partial rollouts (`pause`) the generations in flight stop where they are and go
+ * on afterwards; without (`drain`), the load waits until every generation admitted has finished (SGLang's writer lock),
+ * and none starts meanwhile.
+ */
 class SimEngine {
   running = 0;
   queue = [];
   busySlotMs = 0;
+  /** Generations in flight (queued or decoding): what a drain waits for. */
+  admitted = 0;
+  /** While set, no generation starts (a load is coming or running). */
+  closed = null;
+  /** While set, the generations in flight wait too (partial rollouts' pause). */
+  paused = null;
+  drained = null;
+  sleepers = new Set();
 
   constructor(time) {
     this.time = time;
   }
 
   async generate(tokens, signal) {
+    while (this.closed) await this.closed.promise;
+    this.admitted += 1;
     if (this.running < CAPACITY) this.running += 1;
     else await new Promise((resolve) => this.queue.push(resolve)); // a finishing sequence hands its slot over
-    const start = this.time.now;
-    if (!signal.aborted) await this.time.sleep(tokens * STEP_MS, signal);
-    this.busySlotMs += this.time.now - start;
+    let remaining = tokens * STEP_MS;
+    while (remaining > 0 && !signal.aborted) {
+      while (this.paused) await this.paused.promise;
+      // Its own controller, which a pause or the caller's signal aborts (AbortSignal.any leaks on Node 20).
+      const interrupt = new AbortController();
+      const cancel = () => interrupt.abort();
+      signal.addEventListener("abort", cancel, { once: true });
+      this.sleepers.add(interrupt);
+      const start = this.time.now;
+      await this.time.sleep(remaining, interrupt.signal);
+      this.sleepers.delete(interrupt);
+      signal.removeEventListener("abort", cancel);
+      // Not interrupted: done (subtracting would leave a float residue that sleeps forever at the same instant).
+      remaining = interrupt.signal.aborted ? remaining - (this.time.now - start) : 0;
+      this.busySlotMs += this.time.now - start;
+    }
     const next = this.queue.shift();
     if (next) next();
     else this.running -= 1;
+    this.admitted -= 1;
+    if (this.admitted === 0) this.drained?.resolve();
+  }
+
+  /** Partial rollouts: the generations in flight stop now and go on at `open`. */
+  pause() {
+    this.closed = deferred();
+    this.paused = this.closed;
+    for (const sleeper of this.sleepers) sleeper.abort();
+  }
+
+  /** Without partial rollouts: no new generation, and the ones admitted finish first. */
+  async drain() {
+    this.closed = deferred();
+    if (this.admitted === 0) return;
+    this.drained = deferred();
+    await this.drained.promise;
+    this.drained = null;
+  }
+
+  open() {
+    const closed = this.closed;
+    this.closed = null;
+    this.paused = null;
+    closed?.resolve();
   }
 }
 
 /** One run of the real scheduler against the simulated engine and trainer; what the table reports. */
-async function simulate({ mode, threshold = 1, seed, msPerToken }) {
+async function simulate({ mode, threshold = 1, partial = true, seed, msPerToken }) {
   const time = new VirtualTime();
   const engine = new SimEngine(time);
   let nextGroup = 0;
@@ -97,7 +158,11 @@ async function simulate({ mode, threshold = 1, seed, msPerToken }) {
       train: async (_step, batch) => {
         const ms = batch.tokens * msPerToken;
         trainMs += ms;
-        await time.sleep(ms);
+        await time.sleep(ms * (1 - LOAD_SHARE)); // the update: the engine goes on generating
+        if (partial) engine.pause();
+        else await engine.drain(); // the trainer waits for the stragglers in flight
+        await time.sleep(ms * LOAD_SHARE);
+        engine.open();
       },
       finish: async (_step, batch, report) => {
         steps.push({ at: time.now, samples: batch.groups * N, report });
@@ -160,6 +225,9 @@ const CELLS = [
   { label: "fully_async, staleness_threshold 0.5", mode: "fully_async", threshold: 0.5 },
   { label: "fully_async, staleness_threshold 1", mode: "fully_async", threshold: 1 },
   { label: "fully_async, staleness_threshold 2", mode: "fully_async", threshold: 2 },
+  { label: "one_step_off, partial_rollout false", mode: "one_step_off", partial: false },
+  { label: "fully_async, staleness_threshold 1, partial_rollout false", mode: "fully_async", threshold: 1, partial: false },
+  { label: "fully_async, staleness_threshold 2, partial_rollout false", mode: "fully_async", threshold: 2, partial: false },
 ];
 
 async function table(share, cells) {
@@ -182,7 +250,10 @@ out.push(
     `Engine: ${CAPACITY} sequences decode at once, each at one token per ${STEP_MS} ms, the rest queue; ` +
     `max_concurrency ${MAX_CONCURRENCY} trajectories in flight, shared by all groups (fully_async admits groups by staleness_threshold alone, as \`agentrl train\` does). ` +
     `Trainer: update and weight sync take a fixed time per token of the batch, set so that a **sync** step spends ` +
-    `${pct(ROLLOUT_SHARE)} of its time generating (verl's DAPO-32B profile). Engine and trainer are separate devices ` +
+    `${pct(ROLLOUT_SHARE)} of its time generating (verl's DAPO-32B profile); the last ${pct(LOAD_SHARE)} of it is the weight load, ` +
+    `during which the engine generates nothing: with partial rollouts (async_training.partial_rollout, the default) the ` +
+    `generations in flight pause and go on after it; without, the load first waits for every generation in flight to ` +
+    `finish (SGLang's writer lock), and none starts meanwhile. Engine and trainer are separate devices ` +
     `(trainer.colocate false, which the async modes need). Every mode replays the same prompts' draws; throughput is ` +
     `samples trained per hour of simulated time over the whole run (the first step's wait included); ratios are to ` +
     `sync on the same seed, medians over ${SEEDS.length} seeds (min–max). Idle: the scheduler's trainer/idle_ratio and ` +
@@ -214,11 +285,11 @@ out.push("");
 out.push(
   "Context, not comparable one to one (anchors.md): verl reports **2.35–2.67×** end to end for fully_async " +
     "(Qwen2.5-Math-7B, 128 GPUs; streaming alone ~1.6×, the rest from staleness and partial rollouts) and +23–40% " +
-    "for one_step_off; AReaL v0.3 reports **2.77×** over synchronous training. Those runs also interrupt generation " +
-    "for a weight update (partial rollouts) and split the GPUs between engine and trainer to balance the two; here " +
-    "the split is fixed by the rollout share, and an in-flight trajectory simply goes on (its staleness counts from " +
-    "its start). fully_async with staleness_threshold 0 runs exactly as sync: the check that the admission rule " +
-    "reduces to the synchronous schedule.",
+    "for one_step_off; AReaL v0.3 reports **2.77×** over synchronous training. Those runs also split the GPUs " +
+    "between engine and trainer to balance the two; here the split is fixed by the rollout share. fully_async with " +
+    "staleness_threshold 0 runs exactly as sync: the check that the admission rule reduces to the synchronous " +
+    "schedule. The partial_rollout false rows show what the pause buys: without it every sync waits for the " +
+    "longest generation in flight.",
 );
 process.stdout.write(`${out.join("\n")}\n`);
 process.stderr.write(`async-training: ${((performance.now() - started) / 1000).toFixed(1)} s real time\n`);
