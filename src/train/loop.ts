@@ -23,7 +23,7 @@ import { PendingDraws } from "./pending-draws.js";
 import { runSchedule, stepScheduleMetrics, type Trainer } from "./schedule/index.js";
 import { batchMetrics } from "./step-metrics.js";
 import { updatePolicy, type UpdateResult } from "./update.js";
-import { releaseEngineMemory, syncWeights } from "./weight-sync.js";
+import { releaseEngineMemory, WeightSync } from "./weight-sync.js";
 import { validate } from "./validate.js";
 
 export interface TrainLoopOptions {
@@ -171,6 +171,8 @@ function trainStages(options: TrainLoopOptions, progress: RunProgress): TrainSta
     if (!options.worker) throw new AgentrlError("internal: the training worker was not started");
     return options.worker;
   };
+  const { update_weights, update_weights_bucket_megabytes } = rollout;
+  let weightSync: WeightSync | undefined;
   return {
     progress,
     worker,
@@ -180,7 +182,8 @@ function trainStages(options: TrainLoopOptions, progress: RunProgress): TrainSta
       return updatePolicy(step, kept, worker(), { scratchDir: runDir.scratchDir, padTokenId: options.parts.model.eosTokenIds[0] ?? 0, reporter });
     },
     async sync(step) {
-      progress.weightVersion = await syncWeights(step, { worker: worker(), client, runDir, colocate, reporter });
+      weightSync ??= new WeightSync({ ...update_weights, bucketMegabytes: update_weights_bucket_megabytes }, { worker: worker(), client, runDir, colocate, reporter });
+      progress.weightVersion = await weightSync.sync(step);
     },
     validate: (step) => validate(step, options.valPrompts, valRollout, { n: rollout.val_kwargs.n, runDir, reporter }),
     checkpoint: () => progress.save(worker(), reporter),

@@ -1,16 +1,28 @@
 /**
- * Weight sync: the worker writes the policy as a Hugging Face folder (weights/) and every server loads it with
- * /update_weights_from_disk, tagged with the step as its weight_version, so each trajectory records the policy that
- * produced it. Colocated (trainer.colocate), the engine gives its GPU memory to training before the update and takes
- * it back around the sync.
+ * Weight sync: after each update the servers get the trainer's weights, tagged with the step as their weight_version,
+ * so each trajectory records the policy that produced it. `actor_rollout_ref.rollout.update_weights.method` picks how:
+ *
+ * - disk (the default, and the fallback): the worker writes a Hugging Face folder (weights/) and every server loads
+ *   it with /update_weights_from_disk;
+ * - distributed: the worker's rank 0 broadcasts the tensors to every server over a process group of their own
+ *   (weight-group.ts forms it on the first sync, weight-transfer.ts sends the buckets);
+ * - tensor: CUDA IPC handles to a colocated server (/update_weights_from_tensor), unverified until a GPU run;
+ * - auto: distributed, or disk when colocated.
+ *
+ * Where the chosen method cannot work (a server without the endpoint, a group that does not form), the first sync
+ * says why in one line and every sync uses disk. Colocated (trainer.colocate), the engine gives its GPU memory to
+ * training before the update and takes it back around the sync.
  */
 import path from "node:path";
 import { AgentrlError } from "../errors.js";
 import type { SglangClient } from "../engine/index.js";
-import type { WorkerClient } from "./worker/index.js";
+import type { WeightBucketPlan, WorkerClient } from "./worker/index.js";
 import type { RunDir } from "./run-dir.js";
 import type { TrainReporter } from "./reporter.js";
+import type { UpdateWeightsConfig } from "./config.js";
 import { resumeCommand } from "./resume-hint.js";
+import { failedServers, formWeightGroup, missingEndpoint, serverRanks, type Formed, type ServerRanks } from "./weight-group.js";
+import { broadcastBuckets, sendTensorBuckets, type TransferDeps } from "./weight-transfer.js";
 
 export interface SyncDeps {
   worker: WorkerClient;
@@ -20,25 +32,80 @@ export interface SyncDeps {
   reporter: TrainReporter;
 }
 
+export interface WeightSyncSettings extends UpdateWeightsConfig {
+  /** actor_rollout_ref.rollout.update_weights_bucket_megabytes */
+  bucketMegabytes: number;
+}
+
+/** How every sync of the run sends the weights, decided at the first. */
+type Route =
+  | { kind: "disk" }
+  | { kind: "distributed"; plan: WeightBucketPlan }
+  | { kind: "tensor"; plan: WeightBucketPlan; ranks: ServerRanks[] };
+
 /** Colocated only: the engine's memory goes to training for the log-prob pass and the update. */
 export async function releaseEngineMemory(client: SglangClient, colocate: boolean): Promise<void> {
   if (colocate) await client.releaseMemoryOccupation({});
 }
 
-/** Pushes the worker's weights to every server; returns the weight version they now serve. */
-export async function syncWeights(step: number, { worker, client, runDir, colocate, reporter }: SyncDeps): Promise<string> {
-  reporter.phase(step, "sync");
-  if (colocate) await client.resumeMemoryOccupation({ tags: ["weights"] });
-  await worker.saveWeights(runDir.weightsDir);
-  const version = String(step);
-  const results = await client.updateWeightsFromDisk({ modelPath: path.resolve(runDir.weightsDir), weightVersion: version });
-  const failed = results.filter((r) => !r.ok || !r.value.success);
-  if (failed.length) {
-    const reasons = failed.map((r) => `${r.server}: ${r.ok ? r.value.message : r.error.message}`).join("; ");
-    throw new AgentrlError(`weight update failed on ${failed.length} server(s): ${reasons}`, {
-      hint: `resume with: ${resumeCommand("train", runDir)}`,
-    });
+export class WeightSync {
+  private route: Promise<Route> | undefined;
+
+  constructor(
+    private readonly settings: WeightSyncSettings,
+    private readonly deps: SyncDeps,
+  ) {}
+
+  /** Pushes the worker's weights to every server; returns the weight version they now serve. */
+  async sync(step: number): Promise<string> {
+    const { client, colocate, reporter } = this.deps;
+    reporter.phase(step, "sync");
+    if (colocate) await client.resumeMemoryOccupation({ tags: ["weights"] });
+    const version = String(step);
+    const route = await (this.route ??= this.chooseRoute());
+    const transfer: TransferDeps = { worker: this.deps.worker, client, hint: `resume with: ${resumeCommand("train", this.deps.runDir)}` };
+    if (route.kind === "distributed") await broadcastBuckets(route.plan, version, transfer);
+    else if (route.kind === "tensor") await sendTensorBuckets(route.plan, version, route.ranks, transfer);
+    else await this.syncFromDisk(version, transfer.hint);
+    if (colocate) await client.resumeMemoryOccupation({ tags: ["kv_cache"] });
+    return version;
   }
-  if (colocate) await client.resumeMemoryOccupation({ tags: ["kv_cache"] });
-  return version;
+
+  private async syncFromDisk(version: string, hint: string): Promise<void> {
+    const { worker, client, runDir } = this.deps;
+    await worker.saveWeights(runDir.weightsDir);
+    const failed = failedServers(await client.updateWeightsFromDisk({ modelPath: path.resolve(runDir.weightsDir), weightVersion: version }));
+    if (failed.length) throw new AgentrlError(`weight update failed on ${failed.length} server(s): ${failed.join("; ")}`, { hint });
+  }
+
+  private async chooseRoute(): Promise<Route> {
+    const { method } = this.settings;
+    const wanted = method === "auto" ? (this.deps.colocate ? "disk" : "distributed") : method;
+    if (wanted === "disk") return { kind: "disk" };
+    const formed = wanted === "distributed" ? await this.distributed() : await this.tensor();
+    if (formed.ok) return formed.value;
+    this.deps.reporter.note(`weight sync: ${wanted} is not possible (${formed.reason}); syncing through disk instead`);
+    return { kind: "disk" };
+  }
+
+  private async distributed(): Promise<Formed<Route>> {
+    if (this.deps.colocate) return { ok: false, reason: "trainer.colocate puts the servers on the trainer's GPUs; use method tensor there" };
+    const { worker, client } = this.deps;
+    const settings = { masterAddress: this.settings.master_address, masterPort: this.settings.master_port, timeoutS: this.settings.group_timeout };
+    const group = await formWeightGroup(worker, client, settings);
+    return group.ok ? { ok: true, value: { kind: "distributed", plan: await this.plan() } } : group;
+  }
+
+  private async tensor(): Promise<Formed<Route>> {
+    if (!this.deps.colocate) return { ok: false, reason: "CUDA IPC needs the servers on the trainer's GPUs (trainer.colocate)" };
+    if (!this.deps.worker.device?.startsWith("cuda")) return { ok: false, reason: `the worker runs on ${this.deps.worker.device ?? "an unknown device"}; CUDA IPC needs a GPU` };
+    const missing = await missingEndpoint(this.deps.client, ["/update_weights_from_tensor"]);
+    if (missing) return { ok: false, reason: missing };
+    const ranks = await serverRanks(this.deps.client);
+    return ranks.ok ? { ok: true, value: { kind: "tensor", plan: await this.plan(), ranks: ranks.value } } : ranks;
+  }
+
+  private plan(): Promise<WeightBucketPlan> {
+    return this.deps.worker.planWeightBuckets(this.settings.bucketMegabytes * 1024 * 1024);
+  }
 }

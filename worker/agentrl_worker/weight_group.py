@@ -2,8 +2,8 @@
 
 SGLang's `/init_weights_update_group` joins such a group on each server (rank `rank_offset + tp_rank`), and the
 trainer joins as rank 0; `/update_weights_from_distributed` then receives tensors that rank 0 broadcasts. Both sides
-must build the group the same way, so this is SGLang's recipe (`init_custom_process_group`): a TCPStore rendezvous at
-`tcp://master_address:master_port` (rank 0 hosts the store), the store prefixed by the group name, and a process group
+must build the group the same way, so this is SGLang's recipe (`init_custom_process_group`): the TCPStore of a
+`tcp://master_address:master_port` rendezvous (rank 0 hosts it), the store prefixed by the group name, and a process group
 registered with torch so `dist.broadcast(..., group=...)` accepts it. It is a group of its own, so it neither needs nor
 disturbs the default (training) group: torchrun's ranks keep theirs, and an inference server needs none.
 
@@ -36,13 +36,14 @@ def join_weight_group(
     master_address: str, master_port: int, rank: int, world_size: int, group_name: str, backend: str, timeout_s: float
 ) -> dist.ProcessGroup:
     """Joins (rank 0: hosts) the group; returns once every rank has joined, or raises after `timeout_s`."""
-    from torch.distributed.distributed_c10d import Backend, PrefixStore, _new_process_group_helper, _world, rendezvous
+    from torch.distributed.distributed_c10d import Backend, PrefixStore, _new_process_group_helper, _world
 
     if backend not in ("gloo", "nccl"):
         raise ValueError(f"backend must be gloo or nccl, got {backend!r}")
     timeout = datetime.timedelta(seconds=timeout_s)
-    store, rank, world_size = next(rendezvous(f"tcp://{master_address}:{master_port}", rank, world_size, timeout=timeout))
-    store.set_timeout(timeout)
+    # The store SGLang's tcp:// rendezvous makes, built directly: under torchrun, rendezvous() would only connect to
+    # the elastic agent's store (TORCHELASTIC_USE_AGENT_STORE) and never host this one.
+    store = dist.TCPStore(master_address, master_port, world_size, is_master=rank == 0, timeout=timeout, multi_tenant=True)
     store = PrefixStore(group_name, store)
     # torch renamed pg_options to backend_options (2.6); passing the one this torch has keeps older versions working.
     options = "backend_options" if "backend_options" in inspect.signature(_new_process_group_helper).parameters else "pg_options"

@@ -1,0 +1,102 @@
+/**
+ * Weight sync without disk (update_weights.method: distributed), end to end: a 2-rank torchrun worker (FSDP2, gloo)
+ * and two embedded engines. The engines start from a different random model than the trainer, so only a sync that
+ * moved every tensor makes them equal; they must then hold the trainer's weights bit for bit (/get_weights_by_name
+ * against the trainer's own float32 save) and report the step as their weight version. A sync that dropped, reordered
+ * or rounded a tensor would train on one policy while sampling another, with nothing failing.
+ *
+ * And the fallback: a server without /init_weights_update_group (the fake SGLang server has none) gets a one-line
+ * note and a disk sync, not an error and not a rendezvous that waits for its timeout.
+ */
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { SglangClient } from "../src/engine/index.js";
+import { startInferenceServer, type EngineProcess } from "../src/serve/index.js";
+import { WorkerClient, readSafetensors } from "../src/train/worker/index.js";
+import { RunDir } from "../src/train/run-dir.js";
+import type { TrainReporter } from "../src/train/reporter.js";
+import { WeightSync, type WeightSyncSettings } from "../src/train/weight-sync.js";
+import { startFakeSglang, type FakeSglang } from "./fake-sglang/index.js";
+import { tinyQwenModel } from "./helpers/tiny-model.js";
+import { tempDir } from "./helpers/tmp.js";
+
+const DISTRIBUTED: WeightSyncSettings = { method: "distributed", master_address: null, master_port: 0, group_timeout: 120, bucketMegabytes: 1 };
+
+function recordingReporter(notes: string[]): TrainReporter {
+  return { phase: () => undefined, rolloutProgress: () => undefined, stepDone: () => undefined, validationDone: () => undefined, note: (m) => void notes.push(m) };
+}
+
+describe("distributed weight sync: 2 worker ranks, 2 embedded engines", () => {
+  const served = tinyQwenModel({ seed: 0 });
+  const trained = tinyQwenModel({ seed: 1 });
+  let engines: EngineProcess[] = [];
+  let worker: WorkerClient | undefined;
+  let client: SglangClient | undefined;
+
+  beforeAll(async () => {
+    [engines, worker] = await Promise.all([
+      Promise.all([0, 1].map(() => startInferenceServer({ engine: "embedded", model: served, port: 0 }))),
+      WorkerClient.start({ nprocPerNode: 2 }),
+    ]);
+    await worker.init({ model_path: trained, seed: 0 });
+    client = new SglangClient({ servers: engines.map((e) => e.url) });
+  }, 300_000);
+  afterAll(async () => {
+    await worker?.shutdown();
+    await client?.close();
+    await Promise.all(engines.map((e) => e.stop()));
+  });
+
+  it("leaves every server with the trainer's weights, bit for bit, at the step's version", async () => {
+    const notes: string[] = [];
+    const runDir = new RunDir(tempDir("wsync-run"));
+    const sync = new WeightSync(DISTRIBUTED, { worker: worker!, client: client!, runDir, colocate: false, reporter: recordingReporter(notes) });
+    expect(await sync.sync(1)).toBe("1");
+    expect(notes).toEqual([]); // no fallback
+
+    const saved = tempDir("wsync-saved");
+    await worker!.saveWeights(saved, "float32");
+    const expected = await readSafetensors(path.join(saved, "model.safetensors"));
+    expect(Object.keys(expected).length).toBeGreaterThan(5);
+    for (const engine of engines) {
+      expect((await client!.modelInfo(engine.url)).weightVersion).toBe("1");
+      for (const [name, tensor] of Object.entries(expected)) {
+        const values = Float32Array.from((await client!.getWeightsByName(engine.url, name, 1 << 20)).flat(Infinity) as number[]);
+        expect(values.length, name).toBe(tensor.data.length);
+        expect(Buffer.from(values.buffer).equals(Buffer.from((tensor.data as Float32Array).buffer)), name).toBe(true);
+      }
+    }
+
+    // The group stays formed: the next sync reuses it and only moves the version.
+    expect(await sync.sync(2)).toBe("2");
+    expect((await client!.modelInfo(engines[1]!.url)).weightVersion).toBe("2");
+  }, 300_000);
+});
+
+describe("distributed weight sync falls back to disk", () => {
+  let fake: FakeSglang;
+  beforeAll(async () => {
+    fake = await startFakeSglang();
+  });
+  afterAll(() => fake.close());
+
+  it("notes why in one line and syncs through disk when a server lacks /init_weights_update_group", async () => {
+    const notes: string[] = [];
+    const runDir = new RunDir(tempDir("wsync-fallback"));
+    const saved: string[] = [];
+    // The worker's disk side only: a distributed attempt would call initWeightsGroup and fail the test.
+    const worker = { device: "cpu", saveWeights: async (dir: string) => (saved.push(dir), { path: dir, step: 0 }) } as unknown as WorkerClient;
+    const client = new SglangClient({ servers: [fake.url] });
+    try {
+      const sync = new WeightSync(DISTRIBUTED, { worker, client, runDir, colocate: false, reporter: recordingReporter(notes) });
+      expect(await sync.sync(3)).toBe("3");
+      expect(await sync.sync(4)).toBe("4");
+    } finally {
+      await client.close();
+    }
+    expect(notes).toHaveLength(1);
+    expect(notes[0]).toMatch(/distributed is not possible \(.*has no \/init_weights_update_group \(HTTP 404\)\); syncing through disk instead/);
+    expect(saved).toEqual([runDir.weightsDir, runDir.weightsDir]);
+    expect(fake.weightVersion()).toBe("4");
+  });
+});
