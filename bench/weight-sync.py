@@ -6,8 +6,9 @@ shapes (random init, float32).
 Both paths run the real code at both ends: a 1-rank torchrun worker (driven over its socket, as the CLI drives it) and
 an embedded engine process. disk = `save_weights` + POST /update_weights_from_disk; distributed =
 `plan_weight_buckets`, then per bucket POST /update_weights_from_distributed to the engine while the worker runs
-`broadcast_weights` (gloo). Forming the group happens once per run and is reported on its own. Prints one line per
-size with both times (median of the repeats) and the ratio disk / distributed, measured in the same run.
+`broadcast_weights` (gloo). Forming the group happens once per run and is reported on its own. Prints one row per
+size (a markdown table, for docs/benchmarks.md) with both times, the median of the repeats, and the ratio
+disk / distributed, measured in the same run.
 """
 
 from __future__ import annotations
@@ -134,13 +135,19 @@ def main() -> None:
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="agentrl-bench-wsync-"))
     try:
-        print(f"{'size':>7} {'params':>9} {'buckets':>7} {'group':>7} {'disk':>8} {'distrib.':>8} {'disk/distrib.':>13}", flush=True)
-        for name in args.sizes.split(","):
-            row = bench_size(name, work, args.repeats, args.bucket_mb * 1024 * 1024)
-            print(f"{row['size']:>7} {row['params_m']:>8.1f}M {row['buckets']:>7} {row['group_s']:>6.2f}s "
-                  f"{row['disk_s']:>7.2f}s {row['distributed_s']:>7.2f}s {row['ratio']:>12.2f}x", flush=True)
+        rows = [bench_size(name, work, args.repeats, args.bucket_mb * 1024 * 1024) for name in args.sizes.split(",")]
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    print("## weight-sync.py: disk against distributed weight sync (CPU, gloo, float32)\n")
+    print(f"One sync from a 1-rank torchrun worker to one embedded engine on the same machine, median of {args.repeats}. "
+          "disk: save_weights + /update_weights_from_disk; distributed: plan_weight_buckets, then per bucket of "
+          f"{args.bucket_mb} MB /update_weights_from_distributed while the worker runs broadcast_weights. "
+          "Random-init Qwen2 shapes; 0.5b is Qwen2.5-0.5B's (tied embeddings). The group forms once per run (its column).\n")
+    print("| size | parameters | buckets | group setup | disk | distributed | disk / distributed |")
+    print("|---|---|---|---|---|---|---|")
+    for row in rows:
+        print(f"| {row['size']} | {row['params_m']:.1f} M | {row['buckets']} | {row['group_s']:.2f} s | {row['disk_s']:.2f} s "
+              f"| {row['distributed_s']:.2f} s | {row['ratio']:.2f}× |")
 
 
 if __name__ == "__main__":

@@ -74,18 +74,16 @@ describe("distributed weight sync: 2 worker ranks, 2 embedded engines", () => {
 });
 
 describe("distributed weight sync falls back to disk", () => {
-  let fake: FakeSglang;
-  beforeAll(async () => {
-    fake = await startFakeSglang();
-  });
-  afterAll(() => fake.close());
-
-  it("notes why in one line and syncs through disk when a server lacks /init_weights_update_group", async () => {
+  /** Two syncs against `fake` with a stand-in worker: its disk side, and a group join that fails as a timeout would. */
+  async function twoSyncs(fake: FakeSglang): Promise<{ notes: string[]; saved: string[]; runDir: RunDir }> {
     const notes: string[] = [];
-    const runDir = new RunDir(tempDir("wsync-fallback"));
     const saved: string[] = [];
-    // The worker's disk side only: a distributed attempt would call initWeightsGroup and fail the test.
-    const worker = { device: "cpu", saveWeights: async (dir: string) => (saved.push(dir), { path: dir, step: 0 }) } as unknown as WorkerClient;
+    const runDir = new RunDir(tempDir("wsync-fallback"));
+    const worker = {
+      device: "cpu",
+      saveWeights: async (dir: string) => (saved.push(dir), { path: dir, step: 0 }),
+      initWeightsGroup: async () => Promise.reject(new Error("RuntimeError: the rendezvous timed out")),
+    } as unknown as WorkerClient;
     const client = new SglangClient({ servers: [fake.url] });
     try {
       const sync = new WeightSync(DISTRIBUTED, { worker, client, runDir, colocate: false, reporter: recordingReporter(notes) });
@@ -94,9 +92,34 @@ describe("distributed weight sync falls back to disk", () => {
     } finally {
       await client.close();
     }
-    expect(notes).toHaveLength(1);
-    expect(notes[0]).toMatch(/distributed is not possible \(.*has no \/init_weights_update_group \(HTTP 404\)\); syncing through disk instead/);
-    expect(saved).toEqual([runDir.weightsDir, runDir.weightsDir]);
-    expect(fake.weightVersion()).toBe("4");
+    return { notes, saved, runDir };
+  }
+
+  it("notes why in one line and syncs through disk when a server lacks /init_weights_update_group", async () => {
+    const fake = await startFakeSglang();
+    try {
+      const { notes, saved, runDir } = await twoSyncs(fake);
+      expect(notes).toHaveLength(1);
+      expect(notes[0]).toMatch(/distributed is not possible \(.*has no \/init_weights_update_group \(HTTP 404\)\); syncing through disk instead/);
+      expect(saved).toEqual([runDir.weightsDir, runDir.weightsDir]);
+      expect(fake.weightVersion()).toBe("4");
+      expect(fake.stats.byPath["/init_weights_update_group"]).toBe(1); // the GET probe only
+    } finally {
+      await fake.close();
+    }
+  });
+
+  it("does the same when the group does not form, naming the worker's and the server's reasons", async () => {
+    const fake = await startFakeSglang({ refuseWeightGroup: "Failed to init process group: connection refused" });
+    try {
+      const { notes, saved } = await twoSyncs(fake);
+      expect(notes).toHaveLength(1);
+      expect(notes[0]).toContain("did not form (the worker: RuntimeError: the rendezvous timed out; ");
+      expect(notes[0]).toContain(`${fake.url}: Failed to init process group: connection refused`);
+      expect(saved).toHaveLength(2);
+      expect(fake.weightVersion()).toBe("4");
+    } finally {
+      await fake.close();
+    }
   });
 });

@@ -5,13 +5,12 @@
  * without side effects is checked first (the endpoints exist, each server's ranks, the backend fits its device), so a
  * server that cannot take part costs a warning and a disk sync, not a rendezvous that waits for its timeout.
  */
+import { randomUUID } from "node:crypto";
 import net from "node:net";
 import os from "node:os";
 import type { AdminResult, SglangClient, UpdateWeightsResult } from "../engine/index.js";
 import type { WorkerClient } from "./worker/index.js";
 
-/** SGLang's default group name (InitWeightsUpdateGroupReqInput.group_name). */
-export const WEIGHT_GROUP_NAME = "weight_update_group";
 
 /** One server's ranks in the group: `ranks` (its tensor-parallel size) from `offset` on. */
 export interface ServerRanks {
@@ -23,6 +22,12 @@ export interface ServerRanks {
 }
 
 export type Formed<T> = { ok: true; value: T } | { ok: false; reason: string };
+
+/** A formed group: its name (what each bucket names) and the servers' ranks in it. */
+export interface WeightGroup {
+  name: string;
+  servers: ServerRanks[];
+}
 
 export interface GroupSettings {
   masterAddress: string | null;
@@ -61,8 +66,11 @@ export async function missingEndpoint(client: SglangClient, paths: string[]): Pr
   return undefined;
 }
 
-/** Joins the worker and every server into one group; resolves with the servers' ranks, or why no group formed. */
-export async function formWeightGroup(worker: WorkerClient, client: SglangClient, settings: GroupSettings): Promise<Formed<ServerRanks[]>> {
+/**
+ * Joins the worker and every server into one group; resolves with it, or why no group formed. The group's name is
+ * the run's own: a long-lived SGLang server refuses a second group under a name it already has (an earlier run's).
+ */
+export async function formWeightGroup(worker: WorkerClient, client: SglangClient, settings: GroupSettings): Promise<Formed<WeightGroup>> {
   const missing = await missingEndpoint(client, ["/init_weights_update_group", "/update_weights_from_distributed"]);
   if (missing) return { ok: false, reason: missing };
   const ranks = await serverRanks(client);
@@ -74,12 +82,13 @@ export async function formWeightGroup(worker: WorkerClient, client: SglangClient
   const masterPort = settings.masterPort || (await freePort(masterAddress));
   const worldSize = 1 + ranks.value.reduce((sum, r) => sum + r.ranks, 0);
   const offsets = new Map(ranks.value.map((r) => [r.server, r.offset]));
+  const name = `agentrl-${randomUUID().slice(0, 8)}`;
   const [joined, servers] = await Promise.allSettled([
     worker.initWeightsGroup({
       master_address: masterAddress,
       master_port: masterPort,
       world_size: worldSize,
-      group_name: WEIGHT_GROUP_NAME,
+      group_name: name,
       backend,
       timeout_s: settings.timeoutS,
     }),
@@ -87,7 +96,7 @@ export async function formWeightGroup(worker: WorkerClient, client: SglangClient
       masterAddress,
       masterPort,
       worldSize,
-      groupName: WEIGHT_GROUP_NAME,
+      groupName: name,
       backend,
       rankOffset: (server) => offsets.get(server) ?? 1,
     }),
@@ -95,7 +104,7 @@ export async function formWeightGroup(worker: WorkerClient, client: SglangClient
   const failures = servers.status === "fulfilled" ? failedServers(servers.value) : [`the servers: ${String(servers.reason)}`];
   if (joined.status === "rejected") failures.unshift(`the worker: ${(joined.reason as Error).message}`);
   if (failures.length) return { ok: false, reason: `the group at ${masterAddress}:${masterPort} did not form (${failures.join("; ")})` };
-  return { ok: true, value: ranks.value };
+  return { ok: true, value: { name, servers: ranks.value } };
 }
 
 /** `server: message` of every server whose weight call failed or answered success false. */

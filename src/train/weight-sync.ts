@@ -40,7 +40,7 @@ export interface WeightSyncSettings extends UpdateWeightsConfig {
 /** How every sync of the run sends the weights, decided at the first. */
 type Route =
   | { kind: "disk" }
-  | { kind: "distributed"; plan: WeightBucketPlan }
+  | { kind: "distributed"; plan: WeightBucketPlan; group: string }
   | { kind: "tensor"; plan: WeightBucketPlan; ranks: ServerRanks[] };
 
 /** Colocated only: the engine's memory goes to training for the log-prob pass and the update. */
@@ -64,7 +64,7 @@ export class WeightSync {
     const version = String(step);
     const route = await (this.route ??= this.chooseRoute());
     const transfer: TransferDeps = { worker: this.deps.worker, client, hint: `resume with: ${resumeCommand("train", this.deps.runDir)}` };
-    if (route.kind === "distributed") await broadcastBuckets(route.plan, version, transfer);
+    if (route.kind === "distributed") await broadcastBuckets(route.plan, route.group, version, transfer);
     else if (route.kind === "tensor") await sendTensorBuckets(route.plan, version, route.ranks, transfer);
     else await this.syncFromDisk(version, transfer.hint);
     if (colocate) await client.resumeMemoryOccupation({ tags: ["kv_cache"] });
@@ -93,7 +93,7 @@ export class WeightSync {
     const { worker, client } = this.deps;
     const settings = { masterAddress: this.settings.master_address, masterPort: this.settings.master_port, timeoutS: this.settings.group_timeout };
     const group = await formWeightGroup(worker, client, settings);
-    return group.ok ? { ok: true, value: { kind: "distributed", plan: await this.plan() } } : group;
+    return group.ok ? { ok: true, value: { kind: "distributed", plan: await this.plan(), group: group.value.name } } : group;
   }
 
   private async tensor(): Promise<Formed<Route>> {

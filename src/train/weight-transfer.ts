@@ -12,7 +12,7 @@
 import { AgentrlError } from "../errors.js";
 import type { SglangClient } from "../engine/index.js";
 import type { WeightBucketPlan, WorkerClient } from "./worker/index.js";
-import { failedServers, WEIGHT_GROUP_NAME, type ServerRanks } from "./weight-group.js";
+import { failedServers, type ServerRanks } from "./weight-group.js";
 
 type Bucket = WeightBucketPlan["buckets"][number];
 
@@ -23,12 +23,12 @@ export interface TransferDeps {
   hint: string;
 }
 
-/** Every bucket over the weight-update group; throws naming the servers (or the worker) that failed. */
-export async function broadcastBuckets(plan: WeightBucketPlan, version: string, { worker, client, hint }: TransferDeps): Promise<void> {
+/** Every bucket over the weight-update group `groupName`; throws naming the servers (or the worker) that failed. */
+export async function broadcastBuckets(plan: WeightBucketPlan, groupName: string, version: string, { worker, client, hint }: TransferDeps): Promise<void> {
   for (const [i, bucket] of plan.buckets.entries()) {
     const last = lastBucket(plan, i, version);
     const [announced, sent] = await Promise.allSettled([
-      client.updateWeightsFromDistributed({ ...bucket, groupName: WEIGHT_GROUP_NAME, ...last }),
+      client.updateWeightsFromDistributed({ ...bucket, groupName, ...last }),
       worker.broadcastWeights(bucket.names, bucket.dtypes[0]),
     ]);
     const failures = announced.status === "fulfilled" ? failedServers(announced.value) : [String(announced.reason)];
