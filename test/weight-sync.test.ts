@@ -5,9 +5,13 @@
  * against the trainer's own float32 save) and report the step as their weight version. A sync that dropped, reordered
  * or rounded a tensor would train on one policy while sampling another, with nothing failing.
  *
+ * `agentrl train` with the key set syncs every step that way: no weights/ folder is ever written, and step 2's
+ * trajectories were generated at version 1.
+ *
  * And the fallback: a server without /init_weights_update_group (the fake SGLang server has none) gets a one-line
  * note and a disk sync, not an error and not a rendezvous that waits for its timeout.
  */
+import { existsSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SglangClient } from "../src/engine/index.js";
@@ -18,6 +22,8 @@ import type { TrainReporter } from "../src/train/reporter.js";
 import { WeightSync, type WeightSyncSettings } from "../src/train/weight-sync.js";
 import { startFakeSglang, type FakeSglang } from "./fake-sglang/index.js";
 import { tinyQwenModel } from "./helpers/tiny-model.js";
+import { runCli } from "./helpers/cli.js";
+import { demoTwoSteps, readStep } from "./helpers/train.js";
 import { tempDir } from "./helpers/tmp.js";
 
 const DISTRIBUTED: WeightSyncSettings = { method: "distributed", master_address: null, master_port: 0, group_timeout: 120, bucketMegabytes: 1 };
@@ -71,6 +77,20 @@ describe("distributed weight sync: 2 worker ranks, 2 embedded engines", () => {
     expect(await sync.sync(2)).toBe("2");
     expect((await client!.modelInfo(engines[1]!.url)).weightVersion).toBe("2");
   }, 300_000);
+});
+
+describe("agentrl train with update_weights.method distributed", () => {
+  it("syncs without disk every step: no fallback note, no weights/ folder, step 2 sampled at version 1", async () => {
+    const runDir = path.join(tempDir("wsync-train"), "run");
+    const sets = { "data.train_batch_size": 2, "actor_rollout_ref.rollout.n": 2, "actor_rollout_ref.rollout.update_weights.method": "distributed" };
+    const result = await runCli(demoTwoSteps(runDir, ["--json"], sets), { timeoutMs: 240_000 });
+    expect(result.code, result.stderr).toBe(0);
+    const events = result.stdout.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(events.filter((e) => e.event === "step").map((e) => e.weight_version)).toEqual([1, 2]);
+    expect(events.filter((e) => String(e.message ?? "").startsWith("weight sync:"))).toEqual([]);
+    expect(existsSync(new RunDir(runDir).weightsDir)).toBe(false);
+    expect(new Set((await readStep(runDir, 2)).map((t) => t.weight_version))).toEqual(new Set(["1"]));
+  }, 240_000);
 });
 
 describe("distributed weight sync falls back to disk", () => {
