@@ -88,7 +88,12 @@ class WeightSender:
         ]}
 
     def broadcast(self, names: list[str], dtype: str | None) -> dict:
-        if self.rank == 0 and self.group is None:
+        # Only rank 0 knows whether it joined; every rank must refuse together, or the others would start gathering
+        # (a collective) while rank 0 returns, and the training group would break.
+        joined = [self.group is not None]
+        if dist.is_initialized():  # a lone sender (the in-process tests) has no training group to agree with
+            dist.broadcast_object_list(joined, src=0)
+        if not joined[0]:
             raise ConfigError("broadcast_weights: send init_weights_group first")
         sent = 0
         for tensor in self._full_tensors(names, dtype):

@@ -5,6 +5,7 @@
    that drops or reorders a tensor would silently desynchronise the broadcast from the announcement.
 2. Two engines (processes of their own: torch registers a group's name once per process) serving model A receive model B's tensors and then hold B bit for bit (/get_weights_by_name), and
    generate what a fresh engine serving B generates; the weight version comes with the last bucket only.
+3. Through a 2-rank FSDP2 worker, the plan has every parameter's full shape, not a rank's shard.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from transformers import AutoModelForCausalLM
 from agentrl_worker.embedded_server import ServerConfig, load_model, start_server
 from agentrl_worker.make_tiny import make_tiny
 from agentrl_worker.weight_sync import TensorSpec, WeightSender, plan_buckets
+from worker_harness import WorkerProcess
 
 from test_embedded_server import TOKENIZER, call, generate
 
@@ -139,3 +141,32 @@ def test_a_bucket_for_an_unknown_group_fails_without_receiving(models):
         assert call(server, "/get_weights_by_name", {"name": "nope"})[0] == 400
     finally:
         server.shutdown()
+
+
+def test_a_two_rank_plan_names_every_parameter_whole_and_a_broadcast_needs_the_group(models, tmp_path):
+    """Through a 2-rank FSDP2 worker: each rank holds half of every parameter, yet the plan must give the full shapes
+    (the servers allocate what it says), cover every parameter once, and bound every bucket of more than one tensor."""
+    worker = WorkerProcess(2, tmp_path)
+    try:
+        worker.ok("init", config={"model_path": str(models[1])})
+        buckets = worker.ok("plan_weight_buckets", bucket_bytes=256 * 1024)["buckets"]
+        planned = {n: s for b in buckets for n, s in zip(b["names"], b["shapes"])}
+        full = AutoModelForCausalLM.from_pretrained(str(models[1]), dtype=torch.float32)
+        assert planned == {n: list(p.shape) for n, p in full.named_parameters()}
+        assert sum(len(b["names"]) for b in buckets) == len(planned)
+        assert all(b["dtypes"] == ["float32"] * len(b["names"]) for b in buckets)
+        sizes = [sum(4 * _numel(s) for s in b["shapes"]) for b in buckets if len(b["names"]) > 1]
+        assert sizes and max(sizes) <= 256 * 1024
+
+        refused = worker.call("broadcast_weights", names=buckets[0]["names"])
+        assert refused["ok"] is False and refused["error"]["type"] == "InputError"
+        assert "init_weights_group first" in refused["error"]["message"]
+    finally:
+        worker.close()
+
+
+def _numel(shape: list[int]) -> int:
+    count = 1
+    for size in shape:
+        count *= size
+    return count
