@@ -95,11 +95,17 @@ class WeightSender:
             dist.broadcast_object_list(joined, src=0)
         if not joined[0]:
             raise ConfigError("broadcast_weights: send init_weights_group first")
-        sent = 0
+        sent, failure = 0, None
         for tensor in self._full_tensors(names, dtype):
-            if self.rank == 0:
-                dist.broadcast(tensor, src=0, group=self.group)
-                sent += tensor.numel() * tensor.element_size()
+            # After a failed broadcast rank 0 keeps gathering: the other ranks' full_tensor() calls need it.
+            if self.rank == 0 and failure is None:
+                try:
+                    dist.broadcast(tensor, src=0, group=self.group)
+                    sent += tensor.numel() * tensor.element_size()
+                except Exception as err:  # noqa: BLE001 (raised below, once the training group is back in step)
+                    failure = err
+        if failure is not None:
+            raise RuntimeError(f"broadcast_weights: the broadcast to the weight-update group failed: {failure}") from failure
         return {"tensors": len(names), "bytes": sent}
 
     def serialize(self, names: list[str], dtype: str | None) -> dict:
