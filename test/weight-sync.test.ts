@@ -95,7 +95,11 @@ describe("agentrl train with update_weights.method distributed", () => {
 
 describe("distributed weight sync falls back to disk", () => {
   /** Two syncs against `fake` with a stand-in worker: its disk side, and a group join that fails as a timeout would. */
-  async function twoSyncs(fake: FakeSglang): Promise<{ notes: string[]; saved: string[]; runDir: RunDir }> {
+  async function twoSyncs(
+    fake: FakeSglang,
+    settings: WeightSyncSettings = DISTRIBUTED,
+    colocate = false,
+  ): Promise<{ notes: string[]; saved: string[]; runDir: RunDir }> {
     const notes: string[] = [];
     const saved: string[] = [];
     const runDir = new RunDir(tempDir("wsync-fallback"));
@@ -106,7 +110,7 @@ describe("distributed weight sync falls back to disk", () => {
     } as unknown as WorkerClient;
     const client = new SglangClient({ servers: [fake.url] });
     try {
-      const sync = new WeightSync(DISTRIBUTED, { worker, client, runDir, colocate: false, reporter: recordingReporter(notes) });
+      const sync = new WeightSync(settings, { worker, client, runDir, colocate, reporter: recordingReporter(notes) });
       expect(await sync.sync(3)).toBe("3");
       expect(await sync.sync(4)).toBe("4");
     } finally {
@@ -124,6 +128,23 @@ describe("distributed weight sync falls back to disk", () => {
       expect(saved).toEqual([runDir.weightsDir, runDir.weightsDir]);
       expect(fake.weightVersion()).toBe("4");
       expect(fake.stats.byPath["/init_weights_update_group"]).toBe(1); // the GET probe only
+    } finally {
+      await fake.close();
+    }
+  });
+
+  it.each([
+    ["distributed", true, "distributed is not possible (trainer.colocate puts the servers on the trainer's GPUs; use method tensor there)"],
+    ["tensor", false, "tensor is not possible (CUDA IPC needs the servers on the trainer's GPUs (trainer.colocate))"],
+    ["tensor", true, "tensor is not possible (the worker runs on cpu; CUDA IPC needs a GPU)"],
+    ["auto", true, undefined],
+  ] as const)("method %s with colocate %s: disk, and the note says why", async (method, colocate, note) => {
+    const fake = await startFakeSglang();
+    try {
+      const { notes, saved } = await twoSyncs(fake, { ...DISTRIBUTED, method }, colocate);
+      expect(notes.map((n) => n.replace("weight sync: ", "").replace("; syncing through disk instead", ""))).toEqual(note ? [note] : []);
+      expect(saved).toHaveLength(2);
+      expect(fake.stats.byPath["/init_weights_update_group"]).toBeUndefined(); // nothing was tried
     } finally {
       await fake.close();
     }
