@@ -478,3 +478,38 @@ describe("SglangClient: abort and auth", () => {
     expect(server.stats.byPath["/generate"]).toBe(1);
   });
 });
+
+describe("SglangClient: weight updates without disk (request shapes)", () => {
+  const bodyOf = (server: FakeSglang, path: string) => server.stats.log.find((e) => e.path === path)?.body as Record<string, unknown>;
+
+  it("gives each worker its own rank_offset and SGLang's field names; a 404 is that worker's failure", async () => {
+    const workers = await Promise.all([0, 1].map(() => fake()));
+    const c = client({ servers: workers.map((w) => w.url) });
+    const offsets = new Map([[workers[0]!.url, 1], [workers[1]!.url, 3]]);
+    const results = await c.initWeightsUpdateGroup({
+      masterAddress: "10.0.0.1", masterPort: 29700, worldSize: 5, groupName: "g", backend: "nccl", rankOffset: (s) => offsets.get(s)!,
+    });
+    expect(results.map((r) => r.ok)).toEqual([false, false]);
+    expect(results[0]!.ok ? "" : results[0]!.error.message).toContain("/init_weights_update_group answered HTTP 404");
+    expect(workers.map((w) => bodyOf(w, "/init_weights_update_group"))).toEqual([1, 3].map((rank_offset) => ({
+      master_address: "10.0.0.1", master_port: 29700, rank_offset, world_size: 5, group_name: "g", backend: "nccl",
+    })));
+    expect(await c.hasPostEndpoint("/init_weights_update_group")).toEqual(workers.map((w) => ({ server: w.url, ok: true, value: false })));
+  });
+
+  it("announces a bucket with names, dtypes, shapes, group_name, flush_cache and weight_version", async () => {
+    const server = await fake();
+    const c = client({ servers: [server.url] });
+    await c.updateWeightsFromDistributed({ names: ["a", "b"], dtypes: ["bfloat16", "bfloat16"], shapes: [[2, 3], [3]], groupName: "g", flushCache: true, weightVersion: "4" });
+    expect(bodyOf(server, "/update_weights_from_distributed")).toEqual({
+      names: ["a", "b"], dtypes: ["bfloat16", "bfloat16"], shapes: [[2, 3], [3]], group_name: "g", flush_cache: true, weight_version: "4",
+    });
+  });
+
+  it("sends serialized_named_tensors (one entry per tensor-parallel rank), flush_cache and load_format", async () => {
+    const server = await fake();
+    const c = client({ servers: [server.url] });
+    await c.updateWeightsFromTensor({ serialized: () => ["gASV", "gASV"], flushCache: false, loadFormat: "direct" });
+    expect(bodyOf(server, "/update_weights_from_tensor")).toEqual({ serialized_named_tensors: ["gASV", "gASV"], flush_cache: false, load_format: "direct" });
+  });
+});

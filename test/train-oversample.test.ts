@@ -7,7 +7,7 @@ import { existsSync } from "node:fs";
 import path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { runCli } from "./helpers/cli.js";
-import { DEMO_CONFIG, readMetrics, readStep, type Metrics } from "./helpers/train.js";
+import { demoTwoSteps, readMetrics, readStep, type Metrics } from "./helpers/train.js";
 import type { Trajectory } from "../src/data/trajectory.js";
 import { tempDir } from "./helpers/tmp.js";
 
@@ -17,16 +17,7 @@ const steps: Trajectory[][] = [];
 
 beforeAll(async () => {
   // The demo has 4 prompts × n = 8 = 32 trajectories per step, all in flight: rate 0.25 keeps the first 24.
-  const result = await runCli(
-    [
-      "train", "--config", DEMO_CONFIG, "--quiet",
-      "--set", `trainer.default_local_dir=${runDir}`,
-      "--set", "trainer.total_training_steps=2",
-      "--set", "trainer.test_freq=-1",
-      "--set", "actor_rollout_ref.rollout.over_sample_rate=0.25",
-    ],
-    { timeoutMs: 240_000 },
-  );
+  const result = await runCli(demoTwoSteps(runDir, ["--quiet"], { "actor_rollout_ref.rollout.over_sample_rate": 0.25 }), { timeoutMs: 240_000 });
   expect(result.code, result.stderr).toBe(0);
   expect(existsSync(path.join(runDir, ".scratch"))).toBe(false); // the step files are gone with the run
   metrics = readMetrics(runDir);

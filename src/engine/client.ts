@@ -5,6 +5,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { Agent, type Dispatcher } from "undici";
+import { z } from "zod";
 import { UsageError } from "../errors.js";
 import { formatIssues } from "../zod-issues.js";
 import { EngineConnectionError, EngineServerError } from "./errors.js";
@@ -491,13 +492,99 @@ export class SglangClient {
     if (args.abortAllRequests !== undefined) body.abort_all_requests = args.abortAllRequests;
     if (args.flushCache !== undefined) body.flush_cache = args.flushCache;
     if (args.loadFormat !== undefined) body.load_format = args.loadFormat;
-    return this.fanOut(async (server) =>
-      toUpdateWeightsResult(
-        await callJson(this.callContext, server, "POST", "/update_weights_from_disk", body, updateWeightsSchema, this.options.adminTimeoutMs, (s) =>
-          s === 200 || s === 400,
-        ),
-      ),
+    return this.fanOut((server) => this.weightCall(server, "/update_weights_from_disk", body));
+  }
+
+  /** Every worker URL: where admin calls go (the router does not route them). */
+  get workerUrls(): readonly string[] {
+    return this.workers;
+  }
+
+  /**
+   * Whether each worker serves the POST-only `path`, asked without side effects: a GET answers 405 where the route
+   * exists and 404 where it does not (FastAPI's behaviour, and the embedded engine's).
+   */
+  hasPostEndpoint(path: string): Promise<AdminResult<boolean>[]> {
+    return this.fanOut(async (server) => {
+      const { status } = await callRaw(this.callContext, server, "GET", path, undefined, HEALTH_TIMEOUT_MS);
+      if (status === 405 || status === 404) return status === 405;
+      throw new EngineServerError(`${server}${path} answered GET with HTTP ${status}, neither 405 nor 404`, status, "", "bad_response", server, 1);
+    });
+  }
+
+  /**
+   * POST /init_weights_update_group on every worker, each with its own rank_offset (1 + the ranks of the workers
+   * before it). It answers once the whole group has formed, so the trainer must join at the same time.
+   */
+  initWeightsUpdateGroup(args: {
+    masterAddress: string;
+    masterPort: number;
+    worldSize: number;
+    groupName: string;
+    backend: "nccl" | "gloo";
+    rankOffset: (server: string) => number;
+  }): Promise<AdminResult<UpdateWeightsResult>[]> {
+    return this.fanOut((server) =>
+      this.weightCall(server, "/init_weights_update_group", {
+        master_address: args.masterAddress,
+        master_port: args.masterPort,
+        rank_offset: args.rankOffset(server),
+        world_size: args.worldSize,
+        group_name: args.groupName,
+        backend: args.backend,
+      }),
     );
+  }
+
+  /** POST /update_weights_from_distributed on every worker: it receives the bucket the trainer broadcasts meanwhile. */
+  updateWeightsFromDistributed(args: {
+    names: string[];
+    dtypes: string[];
+    shapes: number[][];
+    groupName: string;
+    flushCache: boolean;
+    weightVersion?: string;
+    loadFormat?: string;
+  }): Promise<AdminResult<UpdateWeightsResult>[]> {
+    const body: Record<string, unknown> = {
+      names: args.names,
+      dtypes: args.dtypes,
+      shapes: args.shapes,
+      group_name: args.groupName,
+      flush_cache: args.flushCache,
+    };
+    if (args.weightVersion !== undefined) body.weight_version = args.weightVersion;
+    if (args.loadFormat !== undefined) body.load_format = args.loadFormat;
+    return this.fanOut((server) => this.weightCall(server, "/update_weights_from_distributed", body));
+  }
+
+  /**
+   * POST /update_weights_from_tensor on every worker; `serialized(server)` gives its `serialized_named_tensors`
+   * (one base64 entry per tensor-parallel rank).
+   */
+  updateWeightsFromTensor(args: {
+    serialized: (server: string) => string[];
+    flushCache: boolean;
+    weightVersion?: string;
+    loadFormat?: string;
+  }): Promise<AdminResult<UpdateWeightsResult>[]> {
+    return this.fanOut((server) => {
+      const body: Record<string, unknown> = { serialized_named_tensors: args.serialized(server), flush_cache: args.flushCache };
+      if (args.weightVersion !== undefined) body.weight_version = args.weightVersion;
+      if (args.loadFormat !== undefined) body.load_format = args.loadFormat;
+      return this.weightCall(server, "/update_weights_from_tensor", body);
+    });
+  }
+
+  /** POST /get_weights_by_name: the parameter's first `truncateSize` rows as nested lists (SGLang's answer). */
+  async getWeightsByName(server: string, name: string, truncateSize = 100): Promise<unknown[]> {
+    return callJson(this.callContext, trimSlash(server), "POST", "/get_weights_by_name", { name, truncate_size: truncateSize }, z.array(z.unknown()));
+  }
+
+  /** A weight call's `{success, message}`; a 400 carries the same body with success false, a result, not an error. */
+  private async weightCall(server: string, path: string, body: unknown): Promise<UpdateWeightsResult> {
+    const accept = (status: number) => status === 200 || status === 400;
+    return toUpdateWeightsResult(await callJson(this.callContext, server, "POST", path, body, updateWeightsSchema, this.options.adminTimeoutMs, accept));
   }
 
   /** POST /abort_request on every worker. Abort batch items by their exact `{rid}_{i}` ids, or use abortAll. */

@@ -106,15 +106,8 @@ function toShowCall(call: ToolCallRecord): ShowCall {
   };
 }
 
-export function buildShowView(t: Trajectory): ShowView {
-  let messages: Message[] = [];
-  const parsed = parseJson(t.messages);
-  if (Array.isArray(parsed)) messages = parsed as Message[];
-  const firstAssistant = messages.findIndex((m) => m.role === "assistant");
-  const promptMessages = firstAssistant < 0 ? messages : messages.slice(0, firstAssistant);
-  // Interaction turns are the user messages after the prompt, in order.
-  const laterUserTexts = (firstAssistant < 0 ? [] : messages.slice(firstAssistant)).filter((m) => m.role === "user").map(messageText);
-
+/** The prompt messages, then one turn per response segment, each assistant turn with the calls it made. */
+function conversationTurns(t: Trajectory, promptMessages: Message[], laterUserTexts: string[]): ShowTurn[] {
   const conversation: ShowTurn[] = promptMessages.map((m) => ({ kind: "prompt", role: m.role ?? "?", text: messageText(m) }));
   let assistantIndex = -1;
   let userIndex = 0;
@@ -151,6 +144,19 @@ export function buildShowView(t: Trajectory): ShowView {
         break;
     }
   }
+  return conversation;
+}
+
+export function buildShowView(t: Trajectory): ShowView {
+  let messages: Message[] = [];
+  const parsed = parseJson(t.messages);
+  if (Array.isArray(parsed)) messages = parsed as Message[];
+  const firstAssistant = messages.findIndex((m) => m.role === "assistant");
+  const promptMessages = firstAssistant < 0 ? messages : messages.slice(0, firstAssistant);
+  // Interaction turns are the user messages after the prompt, in order.
+  const laterUserTexts = (firstAssistant < 0 ? [] : messages.slice(firstAssistant)).filter((m) => m.role === "user").map(messageText);
+
+  const conversation = conversationTurns(t, promptMessages, laterUserTexts);
   let sampled = 0;
   for (const m of t.response_mask) sampled += m;
   return {

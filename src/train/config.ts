@@ -8,7 +8,25 @@ import { customRewardFunctionSchema, rolloutSchema } from "../rollout/config.js"
 import { ADV_ESTIMATORS, KL_LOSS_TYPES, LOSS_AGG_MODES, MASTER_DTYPES, ROLLOUT_IS_MODES } from "./worker/protocol.js";
 import { TRAINING_MODES } from "./schedule/modes.js";
 
+export const WEIGHT_SYNC_METHODS = ["disk", "distributed", "tensor", "auto"] as const;
+
 const files = z.union([z.string(), z.array(z.string()).min(1)]);
+
+/** How the trainer's weights reach the inference servers after each update (docs/architecture.md, Weight sync). */
+const updateWeightsSchema = z.strictObject({
+  method: z
+    .enum(WEIGHT_SYNC_METHODS).default("disk")
+    .describe(
+      "disk: the worker writes a Hugging Face folder and every server loads it (/update_weights_from_disk); distributed: the trainer's rank 0 broadcasts the tensors to every server over a process group (NCCL on GPUs, gloo on the CPU; /update_weights_from_distributed); tensor: CUDA IPC handles to a server on the same GPUs (trainer.colocate; /update_weights_from_tensor; unverified); auto: distributed, or disk when colocated. Where no group can form (a server without the endpoint, a failed rendezvous), a one-line warning and disk",
+    ),
+  master_address: z
+    .string().min(1).nullable().default(null)
+    .describe("distributed: the address the servers reach the trainer's rank 0 at; null = 127.0.0.1 when every server is local, else this machine's first external IPv4 address"),
+  master_port: z.number().int().min(0).max(65535).default(0).describe("distributed: the rendezvous port on the trainer's rank 0; 0 = a free port"),
+  group_timeout: z
+    .number().positive().default(600)
+    .describe("distributed: seconds every server may take to join the group, and one bucket's broadcast to finish (it waits for running generations, as a disk update does)"),
+});
 
 export const trainConfigSchema = z.strictObject({
   data: z
@@ -101,6 +119,10 @@ export const trainConfigSchema = z.strictObject({
         name: z
           .enum(["embedded", "sglang"]).default("embedded")
           .describe("embedded: agentrl starts its CPU/GPU engine; sglang: attach to server.urls"),
+        update_weights_bucket_megabytes: z
+          .number().int().positive().default(512)
+          .describe("most megabytes of tensors per weight update request (method distributed or tensor): what a server holds at once besides its weights (verl's key)"),
+        update_weights: updateWeightsSchema.prefault({}),
         val_kwargs: z
           .strictObject({
             temperature: z.number().nonnegative().default(0).describe("validation sampling temperature; 0 = greedy"),
@@ -180,6 +202,7 @@ export const trainConfigSchema = z.strictObject({
 });
 
 export type TrainConfig = z.infer<typeof trainConfigSchema>;
+export type UpdateWeightsConfig = z.infer<typeof updateWeightsSchema>;
 
 export function asList(value: string | string[] | null): string[] {
   if (value === null) return [];

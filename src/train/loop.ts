@@ -23,7 +23,7 @@ import { PendingDraws } from "./pending-draws.js";
 import { runSchedule, stepScheduleMetrics, type Trainer } from "./schedule/index.js";
 import { batchMetrics } from "./step-metrics.js";
 import { updatePolicy, type UpdateResult } from "./update.js";
-import { releaseEngineMemory, StepSync, syncWeights, type SyncDeps } from "./weight-sync.js";
+import { releaseEngineMemory, StepSync, WeightSync } from "./weight-sync.js";
 import { validate } from "./validate.js";
 
 export interface TrainLoopOptions {
@@ -58,7 +58,7 @@ export async function trainLoop(options: TrainLoopOptions): Promise<RunOutcome> 
     if (progress.resumed) {
       await progress.resume(stages.worker(), options.reporter, { keepMetrics: config.trainer.val_only, unit: "prompt" });
       // Nothing generates yet, and the engine must serve the checkpoint before anything does: a failure stops here.
-      progress.weightVersion = await syncWeights(progress.step, stages.syncDeps());
+      await stages.resumeSync(progress.step);
     }
     if (config.trainer.val_only) {
       // verl's trainer.val_only: validate the current weights (model.path, or the checkpoint resumed from), log the
@@ -160,7 +160,8 @@ interface TrainStages {
   update(step: number, kept: Trajectory[]): Promise<UpdateResult>;
   /** The sync after step's update; false when the servers refused it and keep serving the version they had. */
   sync(step: number): Promise<boolean>;
-  syncDeps(): SyncDeps;
+  /** The sync that makes the engine serve a resumed checkpoint: nothing generates yet, and a failure stops the run. */
+  resumeSync(step: number): Promise<void>;
   validate(step: number): Promise<Record<string, number>>;
   checkpoint(): Promise<void>;
   /** Appends a metrics line (metrics.jsonl, TensorBoard). */
@@ -177,12 +178,18 @@ function trainStages(options: TrainLoopOptions, progress: RunProgress): TrainSta
     if (!options.worker) throw new AgentrlError("internal: the training worker was not started");
     return options.worker;
   };
+  const { update_weights, update_weights_bucket_megabytes } = rollout;
   const async = config.async_training;
-  const syncDeps = (): SyncDeps => ({
-    worker: worker(), client, runDir, colocate, reporter,
-    // Only an async mode generates while the trainer syncs; sync mode has nothing in flight to pause.
-    partialRollout: async.mode !== "sync" && async.partial_rollout,
-  });
+  let weightSync: WeightSync | undefined;
+  const sync = (): WeightSync =>
+    (weightSync ??= new WeightSync(
+      { ...update_weights, bucketMegabytes: update_weights_bucket_megabytes },
+      {
+        worker: worker(), client, runDir, colocate, reporter,
+        // Only an async mode generates while the trainer syncs; sync mode has nothing in flight to pause.
+        partialRollout: async.mode !== "sync" && async.partial_rollout,
+      },
+    ));
   let stepSync: StepSync | undefined;
   return {
     progress,
@@ -193,12 +200,14 @@ function trainStages(options: TrainLoopOptions, progress: RunProgress): TrainSta
       return updatePolicy(step, kept, worker(), { scratchDir: runDir.scratchDir, padTokenId: options.parts.model.eosTokenIds[0] ?? 0, reporter });
     },
     async sync(step) {
-      stepSync ??= new StepSync(syncDeps());
+      stepSync ??= new StepSync(sync(), reporter);
       const { version, failed } = await stepSync.sync(step, progress.weightVersion);
       progress.weightVersion = version;
       return !failed;
     },
-    syncDeps,
+    async resumeSync(step) {
+      progress.weightVersion = await sync().sync(step);
+    },
     validate: (step) => validate(step, options.valPrompts, valRollout, { n: rollout.val_kwargs.n, runDir, reporter }),
     checkpoint: () => progress.save(worker(), reporter),
     record(step, metrics) {

@@ -62,6 +62,11 @@ export interface FakeSglangOptions {
   capacity?: number;
   /** Text for `text`; the default writes `<id>` per token. */
   decode?: (ids: number[]) => string;
+  /**
+   * Serves /init_weights_update_group and /update_weights_from_distributed (a GET answers 405, as SGLang's POST routes
+   * do) but refuses every group with this message, as a server whose rendezvous failed. Unset: both are 404.
+   */
+  refuseWeightGroup?: string;
   /** Decides /update_weights_from_disk; default: success. */
   onUpdateWeights?: (body: Record<string, unknown>) => { success: boolean; message?: string };
   faults?: FaultPlan;
@@ -641,6 +646,10 @@ export async function startFakeSglang(options: FakeSglangOptions = {}): Promise<
     if (path === "/update_weights_from_disk" && is("POST")) {
       const [status, payload] = await updateWeights(json());
       return sendJson(res, status, payload);
+    }
+    if (options.refuseWeightGroup !== undefined && (path === "/init_weights_update_group" || path === "/update_weights_from_distributed")) {
+      if (!is("POST")) return sendJson(res, 405, { detail: "Method Not Allowed" });
+      return sendJson(res, 400, { success: false, message: options.refuseWeightGroup });
     }
     if (path === "/abort_request" && is("POST")) {
       const b = json();

@@ -15,6 +15,12 @@ export const DEMO_CONFIG = path.join(REPO_ROOT, "test", "fixtures", "cpu-demo-fr
 
 export type Metrics = Record<string, number>;
 
+/** `agentrl train` on the demo into `runDir` for 2 steps without validation, with `flags` and each `--set key=value`. */
+export function demoTwoSteps(runDir: string, flags: string[], sets: Record<string, string | number>): string[] {
+  const base = { "trainer.default_local_dir": runDir, "trainer.total_training_steps": 2, "trainer.test_freq": -1, ...sets };
+  return ["train", "--config", DEMO_CONFIG, ...flags, ...Object.entries(base).flatMap(([key, value]) => ["--set", `${key}=${value}`])];
+}
+
 export const pad6 = (step: number): string => String(step).padStart(6, "0");
 
 /** Every line of the run's metrics.jsonl, parsed. */

@@ -132,6 +132,15 @@ def _dispatch(state: dict[str, Any], message: dict[str, Any]) -> dict[str, Any]:
         return trainer.sft_step(message["batch"])
     if cmd == "sft_eval":
         return trainer.sft_eval(message["batch"])
+    if cmd == "init_weights_group":
+        fields = ("master_address", "master_port", "world_size", "group_name", "backend", "timeout_s")
+        return trainer.init_weights_group(*(message[f] for f in fields))
+    if cmd == "plan_weight_buckets":
+        return trainer.plan_weight_buckets(message["bucket_bytes"], message.get("dtype"))
+    if cmd == "broadcast_weights":
+        return trainer.broadcast_weights(message["names"], message.get("dtype"))
+    if cmd == "serialize_weights":
+        return trainer.serialize_weights(message["names"], message.get("dtype"))
     raise RuntimeError(f"the protocol has a command {cmd!r} the worker does not serve")
 
 

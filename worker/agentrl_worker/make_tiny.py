@@ -45,22 +45,27 @@ def _vocab_size(tokenizer_dir: Path) -> tuple[int, int | None, int | None]:
     return size, token_id("eos_token"), token_id("pad_token")
 
 
-def make_tiny(tokenizer_dir: str | Path, layers: int, hidden: int, out: str | Path, seed: int = 0, arch: str = "qwen3") -> Path:
-    """Creates the folder `out` and returns its path."""
+def make_tiny(
+    tokenizer_dir: str | Path, layers: int, hidden: int, out: str | Path, seed: int = 0, arch: str = "qwen3",
+    heads: int | None = None, kv_heads: int | None = None, intermediate: int | None = None, tie: bool = False,
+) -> Path:
+    """Creates the folder `out` and returns its path. `heads`, `kv_heads`, `intermediate` and `tie` default to a
+    tiny model's; set, they give a released model's shapes (Qwen2.5-0.5B: hidden 896, 24 layers, 14 heads, 2 KV heads,
+    intermediate 4864, tied embeddings), as bench/weight-sync.py does."""
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
     tokenizer_dir, out = Path(tokenizer_dir), Path(out)
     vocab_size, eos_id, pad_id = _vocab_size(tokenizer_dir)
-    heads = max(1, hidden // 16)
+    heads = heads or max(1, hidden // 16)
     common = dict(
         vocab_size=vocab_size,
         hidden_size=hidden,
-        intermediate_size=hidden * 2,
+        intermediate_size=intermediate or hidden * 2,
         num_hidden_layers=layers,
         num_attention_heads=heads,
-        num_key_value_heads=max(1, heads // 2),
+        num_key_value_heads=kv_heads or max(1, heads // 2),
         max_position_embeddings=4096,
-        tie_word_embeddings=False,
+        tie_word_embeddings=tie,
         eos_token_id=eos_id,
         pad_token_id=pad_id,
         bos_token_id=None,

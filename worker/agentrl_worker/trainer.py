@@ -18,6 +18,7 @@ from . import algos
 from .batch import Plan, load_batch, mini_batches, pack_rows, plan_micro_batches, sequence_lengths
 from .config import ConfigError, WorkerConfig
 from .lr_schedule import make_scheduler
+from .weight_sync import WeightSender
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 
@@ -98,6 +99,7 @@ class Trainer:
         if config.gradient_checkpointing:
             self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.model, self.fsdp = _shard(self.model, self.device, compute_dtype, config.reshard_after_forward, offload=config.param_offload)
+        self._weights = WeightSender(self.model, self.rank, self.device, self.saved_dtype)
         self.ref = None
         if config.use_ref:
             # With ref_offload the reference is loaded on the CPU and FSDP2 moves each layer's shards in for compute.
@@ -390,6 +392,26 @@ class Trainer:
             os.replace(tmp, out)
         dist.barrier()
         return {"path": out_dir, "step": self.step}
+
+    # --- weights without disk (weight_sync.py, docs/worker-protocol.md) ---------------------------------------
+
+    @property
+    def _sender(self) -> WeightSender:
+        if self.fsdp != "fsdp2":  # FSDP1's flat parameters carry neither the Hugging Face names nor the full shapes
+            raise ConfigError("weight sync without disk needs FSDP2 (torch >= 2.6); set update_weights.method to disk")
+        return self._weights
+
+    def init_weights_group(self, master_address: str, master_port: int, world_size: int, group_name: str, backend: str, timeout_s: float) -> dict[str, Any]:
+        return self._sender.join(master_address, master_port, world_size, group_name, backend, timeout_s)
+
+    def plan_weight_buckets(self, bucket_bytes: int, dtype: str | None) -> dict[str, Any]:
+        return self._sender.plan(bucket_bytes, dtype)
+
+    def broadcast_weights(self, names: list[str], dtype: str | None) -> dict[str, Any]:
+        return self._sender.broadcast(names, dtype)
+
+    def serialize_weights(self, names: list[str], dtype: str | None) -> dict[str, Any]:
+        return self._sender.serialize(names, dtype)
 
     def save_checkpoint(self, out_dir: str) -> dict[str, Any]:
         """Full model and optimizer state (rank 0), scheduler and step, and every rank's RNG state."""

@@ -25,10 +25,14 @@ import {
   type SftEvalResult,
   type SftStepResult,
   type UpdateResult,
+  type WEIGHT_DTYPES,
+  type WeightBucketPlan,
   type WorkerErrorBody,
   type WorkerInitConfig,
 } from "./protocol.js";
 import { replyProblem, requestProblem } from "./validate.js";
+
+type WeightDtype = (typeof WEIGHT_DTYPES)[number];
 
 const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 /** The worker's log lines an error carries: torchrun's own traceback follows a rank's. */
@@ -132,8 +136,13 @@ export class WorkerClient {
     }
   }
 
-  init(config: WorkerInitConfig): Promise<InitResult> {
-    return this.command("init", { config });
+  /** The device `init` reported (`cpu`, `cuda:0`); undefined before init. */
+  device: string | undefined;
+
+  async init(config: WorkerInitConfig): Promise<InitResult> {
+    const result = await this.command("init", { config });
+    this.device = result.device;
+    return result;
   }
 
   /** Writes old_log_probs, entropy and (with use_ref) ref_log_probs for the batch to `out`. */
@@ -157,7 +166,7 @@ export class WorkerClient {
   }
 
   /** A Hugging Face folder SGLang can load with /update_weights_from_disk; dtype defaults to the model's own. */
-  saveWeights(dir: string, dtype?: "float32" | "bfloat16" | "float16"): Promise<PathResult> {
+  saveWeights(dir: string, dtype?: WeightDtype): Promise<PathResult> {
     return this.command("save_weights", dtype ? { dir, dtype } : { dir });
   }
 
@@ -167,6 +176,26 @@ export class WorkerClient {
 
   loadCheckpoint(dir: string): Promise<PathResult> {
     return this.command("load_checkpoint", { dir });
+  }
+
+  /** Rank 0 joins the weight-update group as its rank 0; resolves once every server rank has joined too. */
+  initWeightsGroup(fields: RequestFields<"init_weights_group">): Promise<Result<"init_weights_group">> {
+    return this.command("init_weights_group", fields);
+  }
+
+  /** Every parameter's name, dtype and shape, cut into buckets of at most `bucketBytes`. */
+  planWeightBuckets(bucketBytes: number, dtype?: WeightDtype): Promise<WeightBucketPlan> {
+    return this.command("plan_weight_buckets", dtype ? { bucket_bytes: bucketBytes, dtype } : { bucket_bytes: bucketBytes });
+  }
+
+  /** Broadcasts the named parameters, in order, to the weight-update group (the servers receive them meanwhile). */
+  broadcastWeights(names: string[], dtype?: WeightDtype): Promise<Result<"broadcast_weights">> {
+    return this.command("broadcast_weights", dtype ? { names, dtype } : { names });
+  }
+
+  /** The named parameters as one `serialized_named_tensors` entry (CUDA IPC handles) for /update_weights_from_tensor. */
+  serializeWeights(names: string[], dtype?: WeightDtype): Promise<Result<"serialize_weights">> {
+    return this.command("serialize_weights", dtype ? { names, dtype } : { names });
   }
 
   fingerprint(): Promise<FingerprintResult> {

@@ -8,5 +8,6 @@ export type {
   InitResult,
   PathResult,
   UpdateResult,
+  WeightBucketPlan,
   WorkerInitConfig,
 } from "./protocol.js";

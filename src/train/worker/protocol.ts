@@ -22,7 +22,12 @@ export const ADV_ESTIMATORS = ["grpo", "rloo"] as const;
 /** What the rollout importance weight does above rollout_is_threshold: verl's TIS truncates, AReaL's decoupled PPO masks. */
 export const ROLLOUT_IS_MODES = ["truncate", "mask"] as const;
 
+/** Tensor dtypes in SGLang's spelling, as /update_weights_from_distributed's `dtypes` carry them. */
+export const WEIGHT_DTYPES = ["bfloat16", "float32", "float16"] as const;
+export const WEIGHT_GROUP_BACKENDS = ["nccl", "gloo"] as const;
+
 const filePath = z.string().min(1);
+const weightNames = z.array(z.string().min(1)).min(1).describe("Hugging Face parameter names, in broadcast order");
 const int = () => z.number().int();
 const beta = z.number().min(0).lt(1);
 
@@ -83,10 +88,24 @@ export const requests = {
   update: request("update", { batch: filePath, log_probs: filePath.nullable().optional() }),
   sft_step: request("sft_step", { batch: filePath }),
   sft_eval: request("sft_eval", { batch: filePath }),
-  save_weights: request("save_weights", { dir: filePath, dtype: z.enum(["bfloat16", "float32", "float16"]).optional() }),
+  save_weights: request("save_weights", { dir: filePath, dtype: z.enum(WEIGHT_DTYPES).optional() }),
   save_checkpoint: request("save_checkpoint", { dir: filePath }),
   load_checkpoint: request("load_checkpoint", { dir: filePath }),
   fingerprint: request("fingerprint", {}),
+  init_weights_group: request("init_weights_group", {
+    master_address: z.string().min(1).describe("host of the rendezvous rank 0 opens; the servers connect to it"),
+    master_port: int().min(1).max(65535),
+    world_size: int().min(2).describe("1 (the trainer) + every server rank"),
+    group_name: z.string().min(1),
+    backend: z.enum(WEIGHT_GROUP_BACKENDS),
+    timeout_s: z.number().positive().describe("how long to wait for every rank to join, and for each broadcast"),
+  }),
+  plan_weight_buckets: request("plan_weight_buckets", {
+    bucket_bytes: int().min(1),
+    dtype: z.enum(WEIGHT_DTYPES).optional().describe("default: the model's own torch_dtype"),
+  }),
+  broadcast_weights: request("broadcast_weights", { names: weightNames, dtype: z.enum(WEIGHT_DTYPES).optional() }),
+  serialize_weights: request("serialize_weights", { names: weightNames, dtype: z.enum(WEIGHT_DTYPES).optional() }),
   shutdown: request("shutdown", {}),
 };
 export type Command = keyof typeof requests;
@@ -147,6 +166,14 @@ export const results = {
   save_checkpoint: pathResult,
   load_checkpoint: pathResult,
   fingerprint: z.strictObject({ params: z.string(), optimizer: z.string(), step: int() }),
+  init_weights_group: z.strictObject({ backend: z.enum(WEIGHT_GROUP_BACKENDS) }),
+  plan_weight_buckets: z.strictObject({
+    buckets: z.array(
+      z.strictObject({ names: z.array(z.string()), dtypes: z.array(z.enum(WEIGHT_DTYPES)), shapes: z.array(z.array(int().nonnegative())) }),
+    ).describe("every parameter once, in order; each bucket is one /update_weights_from_distributed"),
+  }),
+  broadcast_weights: z.strictObject({ tensors: int().nonnegative(), bytes: int().nonnegative().describe("0 on ranks other than 0") }),
+  serialize_weights: z.strictObject({ serialized: z.string().describe("base64 pickle of [(name, tensor)] with CUDA IPC handles") }),
   shutdown: z.strictObject({}),
 } satisfies Record<Command, z.ZodType>;
 export type Result<C extends Command> = z.output<(typeof results)[C]>;
@@ -164,3 +191,4 @@ export type SftStepResult = Result<"sft_step">;
 export type SftEvalResult = Result<"sft_eval">;
 export type PathResult = Result<"save_weights">;
 export type FingerprintResult = Result<"fingerprint">;
+export type WeightBucketPlan = Result<"plan_weight_buckets">;

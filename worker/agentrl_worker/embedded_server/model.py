@@ -1,4 +1,4 @@
-"""Loading a Hugging Face model folder for the embedded engine, and swapping its weights from disk.
+"""Loading a Hugging Face model folder for the embedded engine, and swapping its weights (from disk or from tensors).
 
 The engine serves decoder-only models with full attention on every layer (Qwen2/Qwen3/Llama families): its batched KV
 cache (kv_batch.py) left-pads rows to one length, which a sliding-window cache layer would not allow.
@@ -109,26 +109,35 @@ def read_safetensors_dir(path: str) -> dict[str, torch.Tensor]:
 
 
 def load_weights_from_disk(loaded: LoadedModel, path: str) -> int:
-    """Copy a checkpoint's tensors into the served model in place (cast to its dtype); returns how many were loaded.
+    """Copy a checkpoint's tensors into the served model (copy_weights); returns how many were loaded.
 
-    Every checkpoint tensor must name a model parameter or buffer with the same shape, and every parameter must be
-    covered, except an output head tied to the input embeddings (save_pretrained omits it). Nothing is copied unless
-    all checks pass, so a bad checkpoint leaves the served weights as they were.
+    The checkpoint must cover every parameter, except an output head tied to the input embeddings (save_pretrained
+    omits it).
     """
-    tensors = read_safetensors_dir(path)
+    return copy_weights(loaded, read_safetensors_dir(path), path, complete=True)
+
+
+def copy_weights(loaded: LoadedModel, tensors: dict[str, torch.Tensor], source: str, complete: bool) -> int:
+    """Copy `tensors` into the served model in place, cast to its dtype; returns how many were copied.
+
+    Every tensor must name a model parameter or buffer with the same shape; with `complete`, every parameter must be
+    there too (a tied output head may be missing). Nothing is copied unless all checks pass, so bad input leaves the
+    served weights as they were.
+    """
     state = loaded.model.state_dict()
     unknown = sorted(set(tensors) - set(state))
     if unknown:
-        raise WeightLoadError(f"{path}: tensors not in the served model: {', '.join(unknown[:5])}")
-    tied = bool(getattr(loaded.model.config, "tie_word_embeddings", False))
-    parameters = {name for name, _ in loaded.model.named_parameters(remove_duplicate=False)}
-    missing = sorted(k for k in parameters if k not in tensors and not (tied and k == "lm_head.weight"))
-    if missing:
-        raise WeightLoadError(f"{path}: checkpoint lacks {len(missing)} parameters, e.g. {', '.join(missing[:5])}")
+        raise WeightLoadError(f"{source}: tensors not in the served model: {', '.join(unknown[:5])}")
+    if complete:
+        tied = bool(getattr(loaded.model.config, "tie_word_embeddings", False))
+        parameters = {name for name, _ in loaded.model.named_parameters(remove_duplicate=False)}
+        missing = sorted(k for k in parameters if k not in tensors and not (tied and k == "lm_head.weight"))
+        if missing:
+            raise WeightLoadError(f"{source}: checkpoint lacks {len(missing)} parameters, e.g. {', '.join(missing[:5])}")
     for name, tensor in tensors.items():
         if tuple(tensor.shape) != tuple(state[name].shape):
             raise WeightLoadError(
-                f"{path}: {name} has shape {tuple(tensor.shape)}, the served model has {tuple(state[name].shape)}"
+                f"{source}: {name} has shape {tuple(tensor.shape)}, the served model has {tuple(state[name].shape)}"
             )
     with torch.no_grad():
         for name, tensor in tensors.items():

@@ -15,11 +15,12 @@ import time
 import traceback
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Callable
 
 import torch
 
 from .kv_batch import DecodeBatch, Prefilled
-from .model import LoadedModel, load_weights_from_disk
+from .model import LoadedModel
 from .sampling import SamplingParams, choose_tokens
 
 log = logging.getLogger("agentrl_worker.embedded_server")
@@ -49,8 +50,11 @@ class Generation:
 
 @dataclass(eq=False)
 class WeightUpdate:
-    model_path: str
+    # Runs on the scheduler thread once no generation is running; returns how many tensors it loaded, raises on failure.
+    load: Callable[[], int]
     weight_version: str | None
+    # A disk update names the folder, which becomes the served model name (as in SGLang); other updates keep the name.
+    model_path: str | None = None
     done: threading.Event = field(default_factory=threading.Event)
     success: bool = False
     message: str = ""
@@ -123,10 +127,10 @@ class Scheduler:
             self._paused = False
             self._cond.notify_all()
 
-    def update_weights(self, model_path: str, weight_version: str | None, abort_all: bool = False) -> WeightUpdate:
+    def update_weights(self, update: WeightUpdate, abort_all: bool = False) -> WeightUpdate:
+        """Queues `update` and returns once the scheduler thread has applied it (or failed to)."""
         if abort_all:
             self.abort("", abort_all=True)
-        update = WeightUpdate(model_path, weight_version)
         with self._cond:
             self._updates.append(update)
             self._cond.notify_all()
@@ -288,15 +292,19 @@ class Scheduler:
 
     def _apply_update(self, update: WeightUpdate) -> None:
         try:
-            count = load_weights_from_disk(self.loaded, update.model_path)
+            count = update.load()
         except Exception as error:  # noqa: BLE001 (any failure is the update's answer; the caller must not hang)
             update.success, update.message = False, f"Failed to update weights: {error}"
         else:
             update.num_paused_requests = len(self._running)  # nonzero only while paused in place
-            self.weight_version = update.weight_version or _next_version(self.weight_version)
-            self.served_model_name = update.model_path
+            if update.weight_version is not None:
+                self.weight_version = update.weight_version
+            elif update.model_path is not None:  # a disk update without a version counts up; a bucket leaves it
+                self.weight_version = _next_version(self.weight_version)
+            if update.model_path is not None:
+                self.served_model_name = update.model_path
             update.success, update.message = True, "Succeeded to update model weights."
-            log.info("loaded %d tensors from %s, weight_version %s", count, update.model_path, self.weight_version)
+            log.info("loaded %d tensors from %s, weight_version %s", count, update.model_path or "the trainer", self.weight_version)
         update.done.set()
 
 

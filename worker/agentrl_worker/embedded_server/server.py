@@ -21,6 +21,7 @@ from .model import LoadedModel
 from .protocol import generation_response, parse_generate
 from .sampling import RequestError, SamplingParams
 from .scheduler import Generation, Scheduler
+from .weight_updates import WeightEndpoints
 
 VERSION = "agentrl-embedded-0.1.0"
 HEALTH_GENERATE_TIMEOUT_S = 20.0
@@ -55,6 +56,7 @@ class EmbeddedServer:
         self.loaded = loaded
         self.config = config
         self.scheduler = Scheduler(loaded, max_batch=config.max_batch, random_seed=config.random_seed)
+        self.weights = WeightEndpoints(loaded, self.scheduler)
         self.started_at = time.time()
         self.httpd = _Server((config.host, config.port), _handler_for(self))
         self._serve_thread = threading.Thread(target=self.httpd.serve_forever, name="embedded-server-http", daemon=True)
@@ -172,18 +174,6 @@ class EmbeddedServer:
         self.scheduler.resume()
         return 200, {"message": "Generation continued successfully.", "status": "ok"}
 
-    def update_weights_from_disk(self, body: object) -> tuple[int, dict]:
-        if not isinstance(body, dict) or not isinstance(body.get("model_path"), str):
-            raise RequestError("update_weights_from_disk needs {\"model_path\": string}.")
-        version = body.get("weight_version")
-        if version is not None and not isinstance(version, str):
-            raise RequestError("weight_version must be a string.")
-        update = self.scheduler.update_weights(body["model_path"], version,
-                                               abort_all=bool(body.get("abort_all_requests", False)))
-        answer = {"success": update.success, "message": update.message,
-                  "num_paused_requests": update.num_paused_requests}
-        return (200 if update.success else 400), answer
-
 
 def _handler_for(server: EmbeddedServer) -> type[BaseHTTPRequestHandler]:
     def routes() -> dict[tuple[str, str], Callable[[object], tuple[int, object]]]:
@@ -203,7 +193,12 @@ def _handler_for(server: EmbeddedServer) -> type[BaseHTTPRequestHandler]:
             ("GET", "/flush_cache"): lambda _: server.flush_cache(),
             ("POST", "/flush_cache"): lambda _: server.flush_cache(),
             ("POST", "/abort_request"): server.abort_request,
-            ("POST", "/update_weights_from_disk"): server.update_weights_from_disk,
+            ("POST", "/update_weights_from_disk"): server.weights.update_weights_from_disk,
+            ("POST", "/init_weights_update_group"): server.weights.init_weights_update_group,
+            ("POST", "/update_weights_from_distributed"): server.weights.update_weights_from_distributed,
+            ("POST", "/update_weight_version"): server.weights.update_weight_version,
+            ("GET", "/get_weights_by_name"): server.weights.get_weights_by_name,
+            ("POST", "/get_weights_by_name"): server.weights.get_weights_by_name,
             ("POST", "/pause_generation"): server.pause_generation,
             ("POST", "/continue_generation"): server.continue_generation,
             ("GET", "/get_load"): lambda _: (200, [{"dp_rank": 0, **server.scheduler.load()}]),
