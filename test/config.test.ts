@@ -57,7 +57,8 @@ describe("agentrl train --dry-run", () => {
     const ok = await runCli(["train", "--config", file, "--dry-run", "--json", "--set", "async_training.mode=fully_async", "--set", "async_training.staleness_threshold=1.5"]);
     expect(ok.code, ok.stderr).toBe(0);
     expect(JSON.parse(ok.stdout).implied.generation).toBe(
-      "fully_async: generation runs up to 24 groups beyond the 16 of the step being trained; staleness ≤ 2, staler groups dropped",
+      "fully_async: generation runs up to 24 groups beyond the 16 of the step being trained; staleness ≤ 2, staler groups dropped; " +
+        "a sync pauses generation and continues it on the new weights (partial rollouts)",
     );
     const bad = await runCli(["train", "--config", file, "--dry-run", "--set", "async_training.mode=async"]);
     expect(bad.code).toBe(2);

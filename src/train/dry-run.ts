@@ -67,11 +67,14 @@ function lrScheduleText(config: TrainConfig, totalOptimizer: number | null): str
 
 /** async_training in words: when generation runs, and how stale a trained trajectory can be. */
 function generationText(config: TrainConfig): string {
-  const { mode, staleness_threshold: threshold } = config.async_training;
+  const { mode, staleness_threshold: threshold, partial_rollout: partial } = config.async_training;
   const bound = maxStaleness(mode, threshold);
   if (mode === "sync") return "sync: each step generates, then trains; staleness 0";
-  if (mode === "one_step_off") return "one_step_off: step k+1 generates while step k trains; staleness 1 (0 at the first step)";
+  const sync = partial
+    ? "a sync pauses generation and continues it on the new weights (partial rollouts)"
+    : "a sync waits for the generations in flight (partial_rollout false)";
+  if (mode === "one_step_off") return `one_step_off: step k+1 generates while step k trains; staleness 1 (0 at the first step); ${sync}`;
   const groups = config.data.train_batch_size;
   const ahead = Math.floor(threshold * groups + 1e-9);
-  return `fully_async: generation runs up to ${ahead} groups beyond the ${groups} of the step being trained; staleness ≤ ${bound}, staler groups dropped`;
+  return `fully_async: generation runs up to ${ahead} groups beyond the ${groups} of the step being trained; staleness ≤ ${bound}, staler groups dropped; ${sync}`;
 }
