@@ -12,6 +12,7 @@ import { InputError } from "../errors.js";
 import { readModelFiles, tokenText, type ModelFiles } from "./files.js";
 import { LruMap } from "../lru-map.js";
 import { addedTokenSplitter, encodeSegmented } from "./segmented-encode.js";
+import { byteLevelDecoder, type ByteDecoder } from "./byte-decoder.js";
 import { normalizeForTemplate, type ChatMessage, type ToolSchema } from "./messages.js";
 
 export interface RenderOptions {
@@ -68,6 +69,8 @@ export class ChatModel {
   private readonly addedIds: ReadonlySet<number>;
   private readonly controlIds: ReadonlySet<number>;
   private readonly specialTokenVars: Record<string, string>;
+  /** Byte-level BPE tokenizers decode from a table (byte-decoder.ts); others through the library. */
+  private readonly byteDecoder: ByteDecoder | undefined;
 
   constructor(files: ModelFiles) {
     this.dir = files.dir;
@@ -103,6 +106,18 @@ export class ChatModel {
     for (const id of this.tokenizer.get_vocab(true).values()) maxId = Math.max(maxId, id);
     this.vocabSize = maxId + 1;
     this.embeddingSize = Math.max(this.vocabSize, files.embeddingRows ?? 0);
+    this.byteDecoder = byteLevelDecoder({
+      decoder: files.tokenizerJson.decoder,
+      model: files.tokenizerJson.model,
+      addedTokens: files.tokenizerJson.added_tokens,
+      specialTexts: new Set([
+        ...files.tokenizerJson.added_tokens.filter((t) => t.special).map((t) => t.content),
+        // The library compares token texts with whatever the list holds; only strings can match.
+        ...[files.tokenizerConfig.additional_special_tokens ?? []].flat().filter((t): t is string => typeof t === "string"),
+      ]),
+      idToToken: (id) => this.tokenizer.id_to_token(id),
+      vocabSize: this.vocabSize,
+    });
 
     const config = files.tokenizerConfig;
     this.bosToken = tokenText(config.bos_token);
@@ -145,6 +160,13 @@ export class ChatModel {
 
   decode(ids: readonly number[], options: DecodeOptions = {}): string {
     if (ids.length === 0) return ""; // the library rejects an empty list
+    if (this.byteDecoder) return this.byteDecoder.decode(ids, options.skipSpecialTokens ?? false);
+    return this.decodeWithLibrary(ids, options);
+  }
+
+  /** The library's decode, which the table decoder reproduces (test/chat-byte-decoder.test.ts compares the two). */
+  decodeWithLibrary(ids: readonly number[], options: DecodeOptions = {}): string {
+    if (ids.length === 0) return "";
     // Decode without the library's cleanup so that decode(encode(text)) == text, as the model saw it.
     return this.tokenizer.decode([...ids], {
       skip_special_tokens: options.skipSpecialTokens ?? false,
