@@ -31,6 +31,7 @@ import { pathExists, temporarySibling } from "./atomic.js";
 import { rewriteJsonlWithout, rewritePartWithout, type DropRecord } from "./trajectory-compaction.js";
 import { readJsonLines } from "./jsonl.js";
 import { openParquetFile, streamParquetRows, writeParquetRows, writeParquetStream } from "./parquet.js";
+import { concatParquetFiles } from "./parquet-concat.js";
 import { trajectoryArrowSchema, trajectorySchema, type Trajectory } from "./trajectory.js";
 import { formatIssues } from "../zod-issues.js";
 
@@ -304,7 +305,8 @@ function partsWriter(state: {
     nextPart += 1;
     // Trajectories finishing while the part is written stay pending for the next part.
     const rows = pending.splice(0, pending.length);
-    await writeParquetRows(name, rows, trajectoryArrowSchema, { compression: "zstd" });
+    // In row groups of rowGroupSize: close() copies the parts' row groups into the file as they are.
+    await writeParquetRows(name, rows, trajectoryArrowSchema, { compression: "zstd", rowGroupSize });
     // Synchronously, so no write() interleaves: the journal now holds exactly what is still pending. A crash before
     // this leaves `rows` both in the part and in the journal; readers de-duplicate them.
     appender.replaceWith(pending.map((t) => JSON.stringify(t)));
@@ -353,10 +355,14 @@ function partNumber(name: string): number {
   return Number(/part-(\d+)/.exec(name)?.[1] ?? 0);
 }
 
-/** Streams every part's record batches into one parquet file (written beside it, then renamed), in row groups of
- * `rowGroupSize` rows so readers can stream it with bounded memory. */
+/**
+ * Joins the parts into one parquet file (written beside it, then renamed): their row groups copied as they are
+ * (parquet-concat.ts), each at most `rowGroupSize` rows so readers stream it with bounded memory. Parts that do
+ * not share one schema (none at all, or a resumed file from another version) are streamed through a re-encode.
+ */
 async function mergeParts(partsDir: string, file: string, rowGroupSize: number): Promise<void> {
   const parts = await listParts(partsDir);
+  if (await concatParquetFiles(parts.map((part) => path.join(partsDir, part)), file)) return;
   async function* batches(): AsyncGenerator<parquet.RecordBatch> {
     for (const part of parts) {
       const handle = await openParquetFile(path.join(partsDir, part));
