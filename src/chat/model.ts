@@ -62,7 +62,9 @@ export class ChatModel {
   private readonly pieceCache = new LruMap<string, number[]>(ENCODE_CACHE_ENTRIES);
   /** Rendered texts by (tools, messages, options); LRU. */
   private readonly renderCache = new LruMap<string, string>(RENDER_CACHE_ENTRIES);
+  /** A short key per tool list (see toolsKey). */
   private readonly toolsKeys = new WeakMap<readonly ToolSchema[], string>();
+  private readonly toolsKeysByJson = new Map<string, string>();
   /** Finds added tokens in text, when splitting there is exact for this tokenizer (segmented-encode.ts). */
   private readonly addedTokenSplitter: RegExp | undefined;
   private readonly template: Template;
@@ -218,12 +220,21 @@ export class ChatModel {
     return text;
   }
 
-  /** Tool lists are long and, within a run, the same array every time: their JSON is computed once per array. */
+  /**
+   * Tool lists are long and, within a run, the same array every time: each array's JSON is computed once and named
+   * by a short number, the same for every array of that JSON. Keys stay short, so a cache lookup does not hash the
+   * tool schemas again on every render.
+   */
   private toolsKey(tools: readonly ToolSchema[] | undefined): string {
     if (!tools || tools.length === 0) return "";
     let key = this.toolsKeys.get(tools);
     if (key === undefined) {
-      key = JSON.stringify(tools);
+      const json = JSON.stringify(tools);
+      key = this.toolsKeysByJson.get(json);
+      if (key === undefined) {
+        key = `t${this.toolsKeysByJson.size}`;
+        this.toolsKeysByJson.set(json, key);
+      }
       this.toolsKeys.set(tools, key);
     }
     return key;
