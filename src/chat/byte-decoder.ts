@@ -14,17 +14,20 @@
  * (Metaspace, WordPiece, a Sequence) gets no table: byteLevelDecoder returns undefined and the library decodes.
  */
 
-/** GPT-2's bytes_to_unicode, reversed: the byte each of the 256 printable stand-in characters means. */
-function unicodeToBytes(): Map<number, number> {
+/**
+ * GPT-2's bytes_to_unicode, reversed: for each UTF-16 code unit, the byte that printable stand-in character means,
+ * or -1. Every stand-in is below U+0144, so a flat array is the fastest lookup.
+ */
+function unicodeToBytes(): Int16Array {
   const printable: number[] = [];
   for (let b = 0x21; b <= 0x7e; b++) printable.push(b);
   for (let b = 0xa1; b <= 0xac; b++) printable.push(b);
   for (let b = 0xae; b <= 0xff; b++) printable.push(b);
-  const map = new Map<number, number>();
-  for (const b of printable) map.set(b, b);
+  const table = new Int16Array(0x10000).fill(-1);
+  for (const b of printable) table[b] = b;
   let shifted = 0;
-  for (let b = 0; b < 256; b++) if (!printable.includes(b)) map.set(256 + shifted++, b);
-  return map;
+  for (let b = 0; b < 256; b++) if (!printable.includes(b)) table[256 + shifted++] = b;
+  return table;
 }
 
 /** How an id decodes: its bytes, an added token's text, or nothing. */
@@ -78,10 +81,20 @@ class TableDecoder implements ByteDecoder {
     this.offsets = new Int32Array(n + 1);
     this.kind = new Uint8Array(n);
     this.special = new Uint8Array(n);
-    const chunks: number[] = [];
+    const tokens: (string | undefined)[] = [];
+    let units = 0;
     for (let id = 0; id < n; id++) {
-      this.offsets[id] = chunks.length;
       const token = source.idToToken(id);
+      tokens.push(token);
+      units += token?.length ?? 0;
+    }
+    // At most one byte per UTF-16 code unit: a stand-in character is one unit, and a code point outside the
+    // alphabet (two units when astral) is one byte 0.
+    const bytes = new Uint8Array(units);
+    let at = 0;
+    for (let id = 0; id < n; id++) {
+      this.offsets[id] = at;
+      const token = tokens[id];
       if (token === undefined) continue;
       if (source.specialTexts.has(token)) this.special[id] = 1;
       if (addedContents.has(token)) {
@@ -89,10 +102,21 @@ class TableDecoder implements ByteDecoder {
         this.addedText.set(id, token);
         continue;
       }
-      for (const char of token) chunks.push(toByte.get(char.codePointAt(0)!) ?? 0);
+      for (let i = 0; i < token.length; i++) {
+        const unit = token.charCodeAt(i);
+        // A surrogate pair is one code point, which the library maps (to byte 0) once.
+        if (unit >= 0xd800 && unit <= 0xdbff && i + 1 < token.length) {
+          const next = token.charCodeAt(i + 1);
+          if (next >= 0xdc00 && next <= 0xdfff) i++;
+          bytes[at++] = 0;
+          continue;
+        }
+        const byte = toByte[unit]!;
+        bytes[at++] = byte < 0 ? 0 : byte;
+      }
     }
-    this.offsets[n] = chunks.length;
-    this.bytes = Uint8Array.from(chunks);
+    this.offsets[n] = at;
+    this.bytes = bytes.subarray(0, at);
   }
 
   decode(ids: readonly number[], skipSpecialTokens: boolean): string {
