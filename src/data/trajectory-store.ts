@@ -32,7 +32,7 @@ import { rewriteJsonlWithout, rewritePartWithout, type DropRecord } from "./traj
 import { readJsonLines } from "./jsonl.js";
 import { openParquetFile, streamParquetRows, writeParquetRows, writeParquetStream } from "./parquet.js";
 import { concatParquetFiles } from "./parquet-concat.js";
-import { trajectoryArrowSchema, trajectorySchema, type Trajectory } from "./trajectory.js";
+import { TRAJECTORY_PARQUET, trajectoryArrowSchema, trajectorySchema, type Trajectory } from "./trajectory.js";
 import { formatIssues } from "../zod-issues.js";
 
 export type TrajectoryFormat = "parquet" | "jsonl";
@@ -306,7 +306,7 @@ function partsWriter(state: {
     // Trajectories finishing while the part is written stay pending for the next part.
     const rows = pending.splice(0, pending.length);
     // In row groups of rowGroupSize: close() copies the parts' row groups into the file as they are.
-    await writeParquetRows(name, rows, trajectoryArrowSchema, { compression: "zstd", rowGroupSize });
+    await writeParquetRows(name, rows, trajectoryArrowSchema, TRAJECTORY_PARQUET(rowGroupSize));
     // Synchronously, so no write() interleaves: the journal now holds exactly what is still pending. A crash before
     // this leaves `rows` both in the part and in the journal; readers de-duplicate them.
     appender.replaceWith(pending.map((t) => JSON.stringify(t)));
@@ -369,7 +369,7 @@ async function mergeParts(partsDir: string, file: string, rowGroupSize: number):
       yield* (await handle.stream()) as unknown as AsyncIterable<parquet.RecordBatch>;
     }
   }
-  await writeParquetStream(file, batches(), trajectoryArrowSchema, { compression: "zstd", rowGroupSize });
+  await writeParquetStream(file, batches(), trajectoryArrowSchema, TRAJECTORY_PARQUET(rowGroupSize));
 }
 
 async function* readJsonlTrajectories(file: string): AsyncGenerator<Trajectory> {
