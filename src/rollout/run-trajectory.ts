@@ -9,6 +9,7 @@
  * deadline, a server that stays down, tool failures) end up as a status and a finish reason in the record, never as
  * an exception; only bugs and bad configuration throw.
  */
+import { setMaxListeners } from "node:events";
 import { trajectoryKey, type Trajectory } from "../data/trajectory.js";
 import { ToolSession, type ToolsKwargs } from "../tools/index.js";
 import type { Sample } from "./sample.js";
@@ -51,6 +52,8 @@ export async function runTrajectory(sample: Sample, ctx: TrajectoryContext): Pro
  */
 function trajectoryDeadline(runSignal: AbortSignal, timeoutMs: number): { signal: AbortSignal; release: () => void } {
   const controller = new AbortController();
+  // Every trajectory in flight listens on the run's signal: that is max_concurrency listeners, not a leak.
+  setMaxListeners(0, runSignal);
   const onRunAbort = () => controller.abort(runSignal.reason);
   if (runSignal.aborted) onRunAbort();
   else runSignal.addEventListener("abort", onRunAbort, { once: true });
