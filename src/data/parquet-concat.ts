@@ -155,7 +155,10 @@ export async function concatParquetFiles(files: readonly string[], out: string):
     (async function* () {
       yield Buffer.from(MAGIC, "latin1");
       // Streamed: a resumed run's first part is the whole earlier file.
-      for (const part of parts) yield* createReadStream(part.file, { start: MAGIC.length, end: part.bodyEnd - 1 });
+      for (const part of parts) {
+        // A part without rows has no pages to copy (a read stream cannot be empty).
+        if (part.bodyEnd > MAGIC.length) yield* createReadStream(part.file, { start: MAGIC.length, end: part.bodyEnd - 1 });
+      }
       yield footer;
       yield length;
       yield Buffer.from(MAGIC, "latin1");
