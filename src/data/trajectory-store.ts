@@ -4,8 +4,8 @@
  * - `.jsonl`: one line per trajectory, appended with a write(2) each, so a killed run keeps every finished line.
  * - `.parquet`: while running, finished trajectories go to `<file>.parts/pending.jsonl` (appended as above) and,
  *   every `rowGroupSize` of them, into a complete parquet part (`part-000001.parquet`, written atomically). `close()`
- *   streams the parts into `<file>` (one row group per part) and removes the folder. A killed run leaves the folder;
- *   `--resume` picks it up, and every reader here reads it too.
+ *   copies the parts' row groups into `<file>` as they are (parquet-concat.ts) and removes the folder. A killed run
+ *   leaves the folder; `--resume` picks it up, and every reader here reads it too.
  * Readers de-duplicate on `id`, so the one crash window (a part written, its pending lines not yet cleared) never
  * yields a trajectory twice.
  *
