@@ -1,24 +1,34 @@
 #!/usr/bin/env node
 /**
  * Rollout client overhead: the whole runRollout (dist/rollout/run-rollout.js: conversation, template deltas,
- * tokenizer, function-call parser, the calc_gsm8k_reward tool, reward, drift check, stats) against the fake SGLang
- * server at zero latency, next to the ceiling: a bare undici loop sending the same /generate bodies to the same
- * server at the same concurrency, in the same run. The fake runs in a child process, so this process's CPU time is
- * the client's alone. Prints one markdown section.
+ * tokenizer, function-call parser, the calc_gsm8k_reward tool, reward, drift check, stats, and the trajectories
+ * written to a parquet file as `agentrl rollout` writes them) against the fake SGLang server at zero latency, next to
+ * the ceiling: a bare undici loop sending the same /generate bodies to the same server at the same concurrency, in
+ * the same run. The fake runs in a child process, so this process's CPU time is the client's alone. Also measured:
+ * the CPU from process start to the first request (a child process, bench/lib/startup-probe.mjs) and where a turn's
+ * CPU goes, stage by stage (bench/lib/cpu-stages.mjs). Prints one markdown section.
  *
  *   npx tsc -p tsconfig.json && node bench/rollout-overhead.mjs
  *   BENCH_QUICK=1 node bench/rollout-overhead.mjs     # smaller runs, no 4096
  */
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
 import { Agent, request } from "undici";
+import { profileStages } from "./lib/cpu-stages.mjs";
 import { startFakeSglangProcess } from "./lib/fake-sglang-process.mjs";
-import { contextFor, discardingWriter, gsm8kPrompts, loadDist, parts, root, story, toolRollout } from "./lib/gsm8k-tool-workload.mjs";
+import { contextFor, gsm8kPrompts, loadDist, parts, root, story, toolRollout } from "./lib/gsm8k-tool-workload.mjs";
 
 const quick = process.env.BENCH_QUICK === "1";
 const N_PER_PROMPT = 4;
 const { runRollout } = await loadDist("rollout/run-rollout.js");
 const { makeClient } = await loadDist("rollout/setup.js");
 const { generateBody } = await loadDist("engine/wire.js");
+const { openTrajectoryWriter } = await loadDist("data/trajectory-store.js");
+const outDir = mkdtempSync(path.join(os.tmpdir(), "agentrl-bench-rollout-"));
+let runs = 0;
 
 /**
  * Trajectories per cell: at least one per slot (at high concurrency a cell is one or two waves, like a train step's
@@ -32,24 +42,25 @@ const cells = process.env.BENCH_CELLS
     })
   : quick
   ? [
-      { concurrency: 1, trajectories: 60 },
-      { concurrency: 64, trajectories: 300 },
-      { concurrency: 512, trajectories: 1024 },
+      { concurrency: 1, trajectories: 200 },
+      { concurrency: 64, trajectories: 2048 },
+      { concurrency: 512, trajectories: 2048 },
       { concurrency: 2048, trajectories: 2048 },
     ]
   : [
-      { concurrency: 1, trajectories: 100 },
-      { concurrency: 64, trajectories: 400 },
-      { concurrency: 512, trajectories: 1024 },
-      { concurrency: 2048, trajectories: 2048 },
+      { concurrency: 1, trajectories: 400 },
+      { concurrency: 64, trajectories: 4096 },
+      { concurrency: 512, trajectories: 4096 },
+      { concurrency: 2048, trajectories: 4096 },
       { concurrency: 4096, trajectories: 4096 },
     ];
 
 const rollout = (concurrency, sanityCheck = "strict") => toolRollout(concurrency, { sanityCheck, n: N_PER_PROMPT });
 
 /**
- * One runRollout of `trajectories` samples at `concurrency`. `onRequest` sees every generate request (used once
- * to record the wire bodies for the bare loop).
+ * One runRollout of `trajectories` samples at `concurrency`, its trajectories written to a fresh parquet file (the
+ * writer's close, which finishes the file, is inside the measurement). `onRequest` sees every generate request
+ * (used once to record the wire bodies for the bare loop).
  */
 async function agentrlRun(url, concurrency, trajectories, { onRequest, sanityCheck = "strict" } = {}) {
   const config = rollout(concurrency, sanityCheck);
@@ -74,6 +85,7 @@ async function agentrlRun(url, concurrency, trajectories, { onRequest, sanityChe
   const driftStatuses = {};
   const cpu0 = process.cpuUsage();
   const t0 = performance.now();
+  const writer = await openTrajectoryWriter(path.join(outDir, `run-${runs++}.parquet`));
   let seconds;
   let cpu;
   try {
@@ -82,7 +94,7 @@ async function agentrlRun(url, concurrency, trajectories, { onRequest, sanityChe
       n: N_PER_PROMPT,
       concurrency,
       context: contextFor(seen, config),
-      writer: discardingWriter,
+      writer,
       onTrajectory: (t) => {
         turns += t.assistant_turns;
         // The story must play out in full, or the bench would be timing failures.
@@ -90,10 +102,12 @@ async function agentrlRun(url, concurrency, trajectories, { onRequest, sanityChe
         driftStatuses[t.drift] = (driftStatuses[t.drift] ?? 0) + 1;
       },
     });
+    await writer.close();
     seconds = (performance.now() - t0) / 1000;
     cpu = process.cpuUsage(cpu0);
   } finally {
     await client.close();
+    rmSync(writer.file, { force: true });
   }
   if (bad > 0) throw new Error(`${bad} of ${trajectories} trajectories did not complete the scripted tool story`);
   return { turns, rate: turns / seconds, cpuPerTurnUs: (cpu.user + cpu.system) / turns, seconds, driftStatuses };
@@ -140,15 +154,19 @@ const started = performance.now();
 const fake = await startFakeSglangProcess(root, story);
 const results = [];
 let noDriftCheck;
+let stages;
+let startup;
 try {
-  // Record the exact bodies agentrl sends (both turns of 64 trajectories), and warm up JIT, tokenizer and sockets.
+  // Record the exact bodies agentrl sends (both turns of 128 trajectories), and warm up JIT, tokenizer and sockets:
+  // a cold process spends its first few thousand turns compiling, which is start-up, not the cost of a turn.
   const bodies = [];
   await agentrlRun(fake.url, 16, 128, {
     onRequest: (req) => {
       if (bodies.length < 256) bodies.push(generateBody(req.inputIds, req.samplingParams, "x"));
     },
   });
-  await bareRun(fake.url, 16, 512, bodies);
+  for (let i = 0; i < 3; i++) await agentrlRun(fake.url, 64, 1024);
+  await bareRun(fake.url, 16, 2048, bodies);
   for (const { concurrency, trajectories } of cells) {
     // Bare loop on both sides of the agentrl run, so drift on a shared machine shows and is averaged out.
     const turnsPlanned = trajectories * 2;
@@ -175,12 +193,19 @@ try {
     off: await agentrlRun(fake.url, drift.concurrency, drift.trajectories, { sanityCheck: "disable" }),
     strict: await agentrlRun(fake.url, drift.concurrency, drift.trajectories),
   };
+  stages = { concurrency: drift.concurrency, cpuPerTurnUs: drift.agentrl.cpuPerTurnUs, ...(await profileStages(() => agentrlRun(fake.url, drift.concurrency, drift.trajectories))) };
+  startup = JSON.parse(
+    execFileSync(process.execPath, [path.join(path.dirname(fileURLToPath(import.meta.url)), "lib/startup-probe.mjs"), fake.url], { encoding: "utf8" }),
+  );
 } finally {
   await parts.close();
   await fake.stop();
+  rmSync(outDir, { recursive: true, force: true });
 }
 
 const best = results.reduce((a, b) => (b.agentrl.rate > a.agentrl.rate ? b : a));
+const lowest = results.reduce((a, b) => (b.agentrl.cpuPerTurnUs < a.agentrl.cpuPerTurnUs ? b : a));
+const highest = results.reduce((a, b) => (b.agentrl.cpuPerTurnUs > a.agentrl.cpuPerTurnUs ? b : a));
 const bestRatio = results.reduce((a, b) => (b.agentrl.rate / b.bare.rate > a.agentrl.rate / a.bare.rate ? b : a));
 const driftCounts = {};
 for (const r of results) for (const [k, v] of Object.entries(r.agentrl.driftStatuses)) driftCounts[k] = (driftCounts[k] ?? 0) + v;
@@ -193,25 +218,29 @@ out.push(
     "GSM8K test prompts, n = 4) against the fake SGLang server (test/fake-sglang) at zero latency, **in a child " +
     "process**, so the CPU column is the client's alone. Every trajectory plays the same scripted story: a " +
     "`calc_gsm8k_reward` call with a wrong answer, the tool result, a final answer (2 generate turns, 1 tool call, " +
-    `reward, drift check: ${driftSummary}; trajectories are not written to disk). ` +
+    `reward, drift check: ${driftSummary}; trajectories written to a parquet file, finished by the writer's close ` +
+    "inside the measurement, as with `agentrl rollout`'s default output). Each cell starts warm (JIT, caches, " +
+    "sockets: 3,200 trajectories run first). " +
     "The ceiling is a bare undici loop POSTing the same " +
     "recorded /generate bodies to the same server at the same concurrency and parsing the JSON answer; it runs just " +
     "before and just after each agentrl run (mean of the two; `bare drift` is how far they differ). `ratio` is " +
     "agentrl turns/s ÷ bare requests/s; `CPU ratio` is bare CPU per request ÷ agentrl CPU per turn, which other load " +
-    "on the machine moves less. " +
+    "on the machine moves less; `marginal` is agentrl CPU per turn − bare CPU per request, what the client adds to " +
+    "the HTTP request itself. " +
     `${os.cpus().length}-core machine shared with the fake server; load average ${os.loadavg()[0].toFixed(1)} at the ` +
     "start (other work on the machine moves turns/s; CPU per turn moves less).",
 );
 out.push("");
 out.push(
-  "| concurrency | trajectories | agentrl turns/s | bare req/s | ratio | agentrl CPU/turn | bare CPU/req | CPU ratio | server CPU/turn | bare drift |",
+  "| concurrency | trajectories | agentrl turns/s | bare req/s | ratio | agentrl CPU/turn | bare CPU/req | marginal CPU/turn | CPU ratio | server CPU/turn | bare drift |",
 );
-out.push("|---|---|---|---|---|---|---|---|---|---|");
+out.push("|---|---|---|---|---|---|---|---|---|---|---|");
 for (const r of results) {
   out.push(
     `| ${r.concurrency} | ${r.trajectories} | ${r.agentrl.rate.toFixed(0)} | ${r.bare.rate.toFixed(0)} | ` +
       `${(r.agentrl.rate / r.bare.rate).toFixed(2)} | ${(r.agentrl.cpuPerTurnUs / 1000).toFixed(2)} ms | ` +
-      `${(r.bare.cpuPerReqUs / 1000).toFixed(2)} ms | ${(r.bare.cpuPerReqUs / r.agentrl.cpuPerTurnUs).toFixed(2)} | ` +
+      `${(r.bare.cpuPerReqUs / 1000).toFixed(2)} ms | ${(r.agentrl.cpuPerTurnUs - r.bare.cpuPerReqUs).toFixed(0)} µs | ` +
+      `${(r.bare.cpuPerReqUs / r.agentrl.cpuPerTurnUs).toFixed(2)} | ` +
       `${(r.serverCpuPerTurnUs / 1000).toFixed(2)} ms | ${(100 * r.bare.spread).toFixed(0)}% |`,
   );
 }
@@ -220,7 +249,10 @@ out.push(
   `agentrl peaks at concurrency ${best.concurrency} (${best.agentrl.rate.toFixed(0)} turns/s); the ratio to the bare ` +
     `loop peaks at concurrency ${bestRatio.concurrency} (${(bestRatio.agentrl.rate / bestRatio.bare.rate).toFixed(2)}). ` +
     `A real server decodes one turn in seconds, so ${best.agentrl.rate.toFixed(0)} turns/s from one client core ` +
-    `feeds about ${Math.round(best.agentrl.rate * 5)} concurrent 5-second generations.`,
+    `feeds about ${Math.round(best.agentrl.rate * 5)} concurrent 5-second generations. Wall-clock rates move with ` +
+    `the machine's other load; by CPU time alone, one core sustains ${Math.round(1e6 / lowest.agentrl.cpuPerTurnUs)} ` +
+    `turns/s (concurrency ${lowest.concurrency}, ${lowest.agentrl.cpuPerTurnUs.toFixed(0)} µs per turn) to ` +
+    `${Math.round(1e6 / highest.agentrl.cpuPerTurnUs)} (concurrency ${highest.concurrency}).`,
 );
 out.push("");
 out.push(
@@ -229,5 +261,22 @@ out.push(
     `${(noDriftCheck.off.cpuPerTurnUs / 1000).toFixed(2)} ms CPU/turn, against ${noDriftCheck.strict.rate.toFixed(0)} ` +
     `turns/s and ${(noDriftCheck.strict.cpuPerTurnUs / 1000).toFixed(2)} ms with \`strict\` (the default) run right after it.`,
 );
+out.push("");
+out.push(
+  `Start-up: ${(startup.firstRequestCpuUs / 1e6).toFixed(2)} s of CPU from process start to the first /generate ` +
+    "request (a separate process: Node, modules, Qwen3 tokenizer and template, tool config, parser, trajectory writer).",
+);
+out.push("");
+out.push(
+  `Where a turn's CPU goes at concurrency ${stages.concurrency} (V8's sampling profiler over one more run, each ` +
+    "sample filed under the innermost stage on its stack, bench/lib/cpu-stages.mjs; µs are the shares times the " +
+    `cell's ${stages.cpuPerTurnUs.toFixed(0)} µs per turn):`,
+);
+out.push("");
+out.push("| stage | share | µs per turn |");
+out.push("|---|---|---|");
+for (const [name, share] of [...stages.shares].sort((a, b) => b[1] - a[1])) {
+  out.push(`| ${name} | ${(100 * share).toFixed(1)}% | ${(share * stages.cpuPerTurnUs).toFixed(0)} |`);
+}
 process.stdout.write(`${out.join("\n")}\n`);
 process.stderr.write(`rollout-overhead: ${((performance.now() - started) / 1000).toFixed(1)} s real time\n`);

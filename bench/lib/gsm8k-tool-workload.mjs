@@ -55,9 +55,6 @@ export const story = {
   markerId: model.tokenToId("<tool_response>"),
 };
 
-/** Trajectories are not written: the data path has its own bench; these measure the turn loop. */
-export const discardingWriter = { file: "(discarded)", existingIds: new Set(), written: 0, write: async () => {}, close: async () => {} };
-
 /** runRollout's context for `client` and a rollout section from toolRollout (setup.ts's, with 1024-token budgets). */
 export const contextFor = (client, rollout) =>
   trajectoryContext(parts, client, rollout, { maxPromptLength: 1024, maxResponseLength: 1024 });

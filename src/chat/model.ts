@@ -12,6 +12,7 @@ import { InputError } from "../errors.js";
 import { readModelFiles, tokenText, type ModelFiles } from "./files.js";
 import { LruMap } from "../lru-map.js";
 import { addedTokenSplitter, encodeSegmented } from "./segmented-encode.js";
+import { byteLevelDecoder, type ByteDecoder } from "./byte-decoder.js";
 import { normalizeForTemplate, type ChatMessage, type ToolSchema } from "./messages.js";
 
 export interface RenderOptions {
@@ -61,13 +62,17 @@ export class ChatModel {
   private readonly pieceCache = new LruMap<string, number[]>(ENCODE_CACHE_ENTRIES);
   /** Rendered texts by (tools, messages, options); LRU. */
   private readonly renderCache = new LruMap<string, string>(RENDER_CACHE_ENTRIES);
+  /** A short key per tool list (see toolsKey). */
   private readonly toolsKeys = new WeakMap<readonly ToolSchema[], string>();
+  private readonly toolsKeysByJson = new Map<string, string>();
   /** Finds added tokens in text, when splitting there is exact for this tokenizer (segmented-encode.ts). */
   private readonly addedTokenSplitter: RegExp | undefined;
   private readonly template: Template;
   private readonly addedIds: ReadonlySet<number>;
   private readonly controlIds: ReadonlySet<number>;
   private readonly specialTokenVars: Record<string, string>;
+  /** Byte-level BPE tokenizers decode from a table (byte-decoder.ts); others through the library. */
+  private readonly byteDecoder: ByteDecoder | undefined;
 
   constructor(files: ModelFiles) {
     this.dir = files.dir;
@@ -103,6 +108,18 @@ export class ChatModel {
     for (const id of this.tokenizer.get_vocab(true).values()) maxId = Math.max(maxId, id);
     this.vocabSize = maxId + 1;
     this.embeddingSize = Math.max(this.vocabSize, files.embeddingRows ?? 0);
+    this.byteDecoder = byteLevelDecoder({
+      decoder: files.tokenizerJson.decoder,
+      model: files.tokenizerJson.model,
+      addedTokens: files.tokenizerJson.added_tokens,
+      specialTexts: new Set([
+        ...files.tokenizerJson.added_tokens.filter((t) => t.special).map((t) => t.content),
+        // The library compares token texts with whatever the list holds; only strings can match.
+        ...[files.tokenizerConfig.additional_special_tokens ?? []].flat().filter((t): t is string => typeof t === "string"),
+      ]),
+      idToToken: (id) => this.tokenizer.id_to_token(id),
+      vocabSize: this.vocabSize,
+    });
 
     const config = files.tokenizerConfig;
     this.bosToken = tokenText(config.bos_token);
@@ -145,6 +162,13 @@ export class ChatModel {
 
   decode(ids: readonly number[], options: DecodeOptions = {}): string {
     if (ids.length === 0) return ""; // the library rejects an empty list
+    if (this.byteDecoder) return this.byteDecoder.decode(ids, options.skipSpecialTokens ?? false);
+    return this.decodeWithLibrary(ids, options);
+  }
+
+  /** The library's decode, which the table decoder reproduces (test/chat-byte-decoder.test.ts compares the two). */
+  decodeWithLibrary(ids: readonly number[], options: DecodeOptions = {}): string {
+    if (ids.length === 0) return "";
     // Decode without the library's cleanup so that decode(encode(text)) == text, as the model saw it.
     return this.tokenizer.decode([...ids], {
       skip_special_tokens: options.skipSpecialTokens ?? false,
@@ -196,12 +220,21 @@ export class ChatModel {
     return text;
   }
 
-  /** Tool lists are long and, within a run, the same array every time: their JSON is computed once per array. */
+  /**
+   * Tool lists are long and, within a run, the same array every time: each array's JSON is computed once and named
+   * by a short number, the same for every array of that JSON. Keys stay short, so a cache lookup does not hash the
+   * tool schemas again on every render.
+   */
   private toolsKey(tools: readonly ToolSchema[] | undefined): string {
     if (!tools || tools.length === 0) return "";
     let key = this.toolsKeys.get(tools);
     if (key === undefined) {
-      key = JSON.stringify(tools);
+      const json = JSON.stringify(tools);
+      key = this.toolsKeysByJson.get(json);
+      if (key === undefined) {
+        key = `t${this.toolsKeysByJson.size}`;
+        this.toolsKeysByJson.set(json, key);
+      }
       this.toolsKeys.set(tools, key);
     }
     return key;

@@ -16,7 +16,7 @@ import { createReadStream, promises as fs } from "node:fs";
 import { createInterface } from "node:readline";
 import { writeFileAtomic } from "./atomic.js";
 import { rowChunksToBatches, streamParquetRows, writeParquetStream } from "./parquet.js";
-import { trajectoryArrowSchema } from "./trajectory.js";
+import { TRAJECTORY_PARQUET, trajectoryArrowSchema } from "./trajectory.js";
 
 /** Decides from a record's raw fields (JSON value or parquet row) whether it goes. */
 export type DropRecord = (record: Record<string, unknown>) => boolean;
@@ -53,9 +53,6 @@ export async function rewritePartWithout(file: string, drop: DropRecord, rowGrou
     if (chunk.length > 0) yield chunk;
   }
   // The rename inside comes after the last row is read, so the part is never read and replaced at once.
-  await writeParquetStream(file, rowChunksToBatches(chunks(), trajectoryArrowSchema), trajectoryArrowSchema, {
-    compression: "zstd",
-    rowGroupSize,
-  });
+  await writeParquetStream(file, rowChunksToBatches(chunks(), trajectoryArrowSchema), trajectoryArrowSchema, TRAJECTORY_PARQUET(rowGroupSize));
   if (keptRows === 0) await fs.rm(file, { force: true });
 }

@@ -4,8 +4,8 @@
  * - `.jsonl`: one line per trajectory, appended with a write(2) each, so a killed run keeps every finished line.
  * - `.parquet`: while running, finished trajectories go to `<file>.parts/pending.jsonl` (appended as above) and,
  *   every `rowGroupSize` of them, into a complete parquet part (`part-000001.parquet`, written atomically). `close()`
- *   streams the parts into `<file>` (one row group per part) and removes the folder. A killed run leaves the folder;
- *   `--resume` picks it up, and every reader here reads it too.
+ *   copies the parts' row groups into `<file>` as they are (parquet-concat.ts) and removes the folder. A killed run
+ *   leaves the folder; `--resume` picks it up, and every reader here reads it too.
  * Readers de-duplicate on `id`, so the one crash window (a part written, its pending lines not yet cleared) never
  * yields a trajectory twice.
  *
@@ -31,7 +31,8 @@ import { pathExists, temporarySibling } from "./atomic.js";
 import { rewriteJsonlWithout, rewritePartWithout, type DropRecord } from "./trajectory-compaction.js";
 import { readJsonLines } from "./jsonl.js";
 import { openParquetFile, streamParquetRows, writeParquetRows, writeParquetStream } from "./parquet.js";
-import { trajectoryArrowSchema, trajectorySchema, type Trajectory } from "./trajectory.js";
+import { concatParquetFiles } from "./parquet-concat.js";
+import { TRAJECTORY_PARQUET, trajectoryArrowSchema, trajectorySchema, type Trajectory } from "./trajectory.js";
 import { formatIssues } from "../zod-issues.js";
 
 export type TrajectoryFormat = "parquet" | "jsonl";
@@ -304,7 +305,8 @@ function partsWriter(state: {
     nextPart += 1;
     // Trajectories finishing while the part is written stay pending for the next part.
     const rows = pending.splice(0, pending.length);
-    await writeParquetRows(name, rows, trajectoryArrowSchema, { compression: "zstd" });
+    // In row groups of rowGroupSize: close() copies the parts' row groups into the file as they are.
+    await writeParquetRows(name, rows, trajectoryArrowSchema, TRAJECTORY_PARQUET(rowGroupSize));
     // Synchronously, so no write() interleaves: the journal now holds exactly what is still pending. A crash before
     // this leaves `rows` both in the part and in the journal; readers de-duplicate them.
     appender.replaceWith(pending.map((t) => JSON.stringify(t)));
@@ -353,17 +355,21 @@ function partNumber(name: string): number {
   return Number(/part-(\d+)/.exec(name)?.[1] ?? 0);
 }
 
-/** Streams every part's record batches into one parquet file (written beside it, then renamed), in row groups of
- * `rowGroupSize` rows so readers can stream it with bounded memory. */
+/**
+ * Joins the parts into one parquet file (written beside it, then renamed): their row groups copied as they are
+ * (parquet-concat.ts), each at most `rowGroupSize` rows so readers stream it with bounded memory. Parts that do
+ * not share one schema (none at all, or a resumed file from another version) are streamed through a re-encode.
+ */
 async function mergeParts(partsDir: string, file: string, rowGroupSize: number): Promise<void> {
   const parts = await listParts(partsDir);
+  if (await concatParquetFiles(parts.map((part) => path.join(partsDir, part)), file)) return;
   async function* batches(): AsyncGenerator<parquet.RecordBatch> {
     for (const part of parts) {
       const handle = await openParquetFile(path.join(partsDir, part));
       yield* (await handle.stream()) as unknown as AsyncIterable<parquet.RecordBatch>;
     }
   }
-  await writeParquetStream(file, batches(), trajectoryArrowSchema, { compression: "zstd", rowGroupSize });
+  await writeParquetStream(file, batches(), trajectoryArrowSchema, TRAJECTORY_PARQUET(rowGroupSize));
 }
 
 async function* readJsonlTrajectories(file: string): AsyncGenerator<Trajectory> {

@@ -5,6 +5,7 @@
  */
 import { Field, Float32, Float64, Int8, Int32, Int64, List, Schema, Struct, Utf8 } from "apache-arrow";
 import { z } from "zod";
+import type { WriteOptions } from "./parquet.js";
 
 export const TRAJECTORY_FORMAT_VERSION = 1;
 
@@ -165,6 +166,12 @@ const i32 = (name: string, nullable = false) => f(name, new Int32(), nullable);
 const f64 = (name: string, nullable = false) => f(name, new Float64(), nullable);
 const list = (name: string, element: ConstructorParameters<typeof Field>[1], nullable = false) =>
   f(name, new List(new Field("element", element, false)), nullable);
+
+/**
+ * How trajectory parquet is written (parts, the finished file, rewrites): zstd, no dictionaries (parquet.ts's
+ * `dictionary` says why), row groups of `rowGroupSize` trajectories.
+ */
+export const TRAJECTORY_PARQUET = (rowGroupSize: number): WriteOptions => ({ compression: "zstd", rowGroupSize, dictionary: false });
 
 /** The parquet layout of a trajectory: token arrays as list<int32>/list<int8>/list<float32>, segments as structs. */
 export const trajectoryArrowSchema = new Schema([

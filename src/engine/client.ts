@@ -28,7 +28,7 @@ import {
   errorMessageOf,
   excerpt,
   generateBody,
-  generateResponseSchema,
+  parseGenerateResponse,
   modelInfoSchema,
   serverInfoSchema,
   toGenerateResult,
@@ -349,7 +349,7 @@ export class SglangClient {
       // (JSON of the wrong shape, below, would come back the same every time, so it fails at once.)
       return { action: "retry", kind: "bad_response", error: protocolError("body is not JSON", err) };
     }
-    const parsed = generateResponseSchema.safeParse(json);
+    const parsed = parseGenerateResponse(json);
     if (!parsed.success) {
       return fail(formatIssues(parsed.error, { only: "first" }), parsed.error);
     }

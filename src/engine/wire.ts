@@ -57,6 +57,52 @@ export const generateResponseSchema = z.looseObject({
 
 export type GenerateResponse = z.infer<typeof generateResponseSchema>;
 
+const isObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === "object" && value !== null && !Array.isArray(value);
+const isNullishString = (value: unknown) => value === undefined || value === null || typeof value === "string";
+
+/**
+ * The usual /generate answer, checked by hand: a stop or length finish, integer ids, well-formed logprob entries.
+ * Returns the response itself when every field the schema reads is of the usual kind, undefined for anything
+ * else (an abort, a missing or odd field), which then goes to the zod schema. Accepts nothing the schema refuses
+ * and changes nothing (test/engine-wire-fast-path.test.ts compares the two); it exists because zod's copy of every
+ * response was a visible share of the client's CPU at thousands of turns per second.
+ */
+export function usualGenerateResponse(json: unknown): GenerateResponse | undefined {
+  if (!isObject(json) || !isObject(json.meta_info)) return undefined;
+  const ids = json.output_ids;
+  if (!Array.isArray(ids)) return undefined;
+  for (let i = 0; i < ids.length; i++) if (!Number.isInteger(ids[i])) return undefined;
+  const meta = json.meta_info;
+  if (typeof meta.id !== "string") return undefined;
+  if (!Number.isSafeInteger(meta.prompt_tokens) || !Number.isSafeInteger(meta.completion_tokens)) return undefined;
+  if (meta.cached_tokens !== undefined && !Number.isSafeInteger(meta.cached_tokens)) return undefined;
+  if (!isNullishString(meta.weight_version)) return undefined;
+  if (meta.e2e_latency !== undefined && meta.e2e_latency !== null && !Number.isFinite(meta.e2e_latency)) return undefined;
+  const finish = meta.finish_reason;
+  if (!isObject(finish)) return undefined;
+  if (finish.type === "stop") {
+    const matched = finish.matched;
+    if (matched !== undefined && matched !== null && typeof matched !== "string" && !Number.isSafeInteger(matched)) return undefined;
+  } else if (finish.type !== "length" || !Number.isSafeInteger(finish.length)) {
+    return undefined;
+  }
+  const entries = meta.output_token_logprobs;
+  if (!Array.isArray(entries)) return undefined;
+  for (let i = 0; i < entries.length; i++) {
+    const entry: unknown = entries[i];
+    if (!Array.isArray(entry) || entry.length < 3 || typeof entry[0] !== "number" || !Number.isInteger(entry[1])) return undefined;
+    if (entry[2] !== null && typeof entry[2] !== "string") return undefined;
+  }
+  return json as GenerateResponse;
+}
+
+/** A /generate response, validated: the usual shape by hand, anything else by the schema (with its error). */
+export function parseGenerateResponse(json: unknown): ReturnType<typeof generateResponseSchema.safeParse> {
+  const usual = usualGenerateResponse(json);
+  return usual ? { success: true, data: usual } : generateResponseSchema.safeParse(json);
+}
+
 /** SGLang's error bodies: `{"error":{"message"}}`, FastAPI's `{"detail"}`, the OpenAI-style top level, or `{"error":"Unauthorized"}`. */
 const errorBodySchema = z.looseObject({
   error: z.union([z.string(), z.looseObject({ message: z.string() })]).optional(),

@@ -3,7 +3,7 @@
  * tools, interactions and the reward function. Shared by `agentrl rollout` and `agentrl train`.
  */
 import path from "node:path";
-import { loadChatModel, type ChatModel } from "../chat/index.js";
+import { ChatModel } from "../chat/index.js";
 import { readModelFiles } from "../chat/files.js";
 import { SglangClient } from "../engine/index.js";
 import { getParser, type FunctionCallParser } from "../parsers/index.js";
@@ -43,8 +43,9 @@ export async function loadRolloutParts(options: {
   /** Folders that tool and interaction `class_name` module paths may load from. */
   moduleDirs?: string[];
 }): Promise<RolloutParts> {
-  const model = await loadChatModel(options.modelPath);
+  // One read of the model folder for both: tokenizer.json alone is megabytes of JSON to parse.
   const files = await readModelFiles(options.modelPath);
+  const model = new ChatModel(files);
   const parser = getParser(options.rollout.multi_turn.format, {
     chatTemplate: files.chatTemplate,
     specialTokens: files.tokenizerJson.added_tokens.map((t) => t.content),

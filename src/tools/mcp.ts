@@ -8,10 +8,9 @@
  */
 import { existsSync } from "node:fs";
 import path from "node:path";
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";
-import { StdioClientTransport, getDefaultEnvironment } from "@modelcontextprotocol/sdk/client/stdio.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+// Types only: the SDK (and the JSON-schema validator it loads) is imported when a server is connected, so a run
+// without MCP tools does not pay its start-up (bench/rollout-overhead.mjs measures start-up CPU).
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { z } from "zod";
 import { InputError } from "../errors.js";
 import { formatIssues } from "../zod-issues.js";
@@ -118,6 +117,7 @@ export async function readServersFile(file: string, where: string): Promise<z.in
 type ServerSpec = z.infer<typeof mcpServersFileSchema>["mcpServers"][string];
 
 async function connectOnce(name: string, spec: ServerSpec, baseDir: string): Promise<McpConnection> {
+  const { Client } = await import("@modelcontextprotocol/sdk/client/index.js");
   const client = new Client({ name: "agentrl", version: "0.1.0" });
   try {
     await connectClient(client, spec, baseDir);
@@ -131,6 +131,7 @@ async function connectOnce(name: string, spec: ServerSpec, baseDir: string): Pro
 
 async function connectClient(client: Client, spec: ServerSpec, baseDir: string): Promise<void> {
   if ("command" in spec) {
+    const { StdioClientTransport, getDefaultEnvironment } = await import("@modelcontextprotocol/sdk/client/stdio.js");
     await client.connect(
       new StdioClientTransport({
         command: spec.command,
@@ -143,6 +144,8 @@ async function connectClient(client: Client, spec: ServerSpec, baseDir: string):
   } else {
     const headers: Record<string, string> = spec.auth_token ? { Authorization: `Bearer ${spec.auth_token}` } : {};
     const url = new URL(spec.url);
+    const { SSEClientTransport } = await import("@modelcontextprotocol/sdk/client/sse.js");
+    const { StreamableHTTPClientTransport } = await import("@modelcontextprotocol/sdk/client/streamableHttp.js");
     const transport =
       spec.transport === "sse"
         ? new SSEClientTransport(url, { requestInit: { headers } })
