@@ -17,7 +17,7 @@ afterEach(async () => {
   while (cleanups.length > 0) await cleanups.pop()!();
 });
 
-async function setup(options: FakeSglangOptions, partialRollout: boolean, adminTimeoutMs = 5_000) {
+async function setup(options: FakeSglangOptions, partialRollout: boolean, adminTimeoutMs = 5_000, colocate = false) {
   const server = await startFakeSglang(options);
   cleanups.push(() => server.close());
   const client = new SglangClient({ servers: [server.url], maxRetries: 0, adminTimeoutMs });
@@ -27,7 +27,7 @@ async function setup(options: FakeSglangOptions, partialRollout: boolean, adminT
     worker: { saveWeights: async () => undefined } as unknown as WorkerClient,
     client,
     runDir: { weightsDir: "/run/weights", configFile: "/run/config.yaml" } as unknown as RunDir,
-    colocate: false,
+    colocate,
     reporter: { phase: () => undefined, note: (m: string) => notes.push(m) } as unknown as TrainReporter,
     partialRollout,
   };
@@ -69,6 +69,17 @@ describe("weight sync", () => {
     for (let i = 1; i < MAX_CONSECUTIVE_SYNC_FAILURES; i++) expect((await sync.sync(7 + i, "7")).failed).toBe(true);
     await expect(sync.sync(10, "7")).rejects.toThrow(WeightSyncError);
     await expect(sync.sync(11, "7")).rejects.toThrow(/weight syncs in a row failed; the last: weight update failed/);
+  });
+
+  it("colocated, a refused load still gives the engine its KV cache back: the run goes on generating", async () => {
+    const { server, sync } = await setup({ onUpdateWeights: () => ({ success: false, message: "disk full" }) }, false, 5_000, true);
+    expect((await sync.sync(2, "1")).failed).toBe(true);
+    const calls = server.stats.log.filter((e) => e.path !== "/generate").map((e) => [e.path, e.body]);
+    expect(calls).toEqual([
+      ["/resume_memory_occupation", { tags: ["weights"] }],
+      ["/update_weights_from_disk", expect.objectContaining({ weight_version: "2" })],
+      ["/resume_memory_occupation", { tags: ["kv_cache"] }],
+    ]);
   });
 
   it("a load stuck behind a straggler ends at the admin timeout as a failed sync, not a hang", async () => {

@@ -78,10 +78,14 @@ export class WeightSync {
     const version = String(step);
     const route = await (this.route ??= this.chooseRoute());
     const transfer: TransferDeps = { worker: this.deps.worker, client, hint: `resume with: ${resumeCommand("train", this.deps.runDir)}` };
-    if (route.kind === "distributed") await this.paused(() => broadcastBuckets(route.plan, route.group, version, transfer));
-    else if (route.kind === "tensor") await this.paused(() => sendTensorBuckets(route.plan, version, route.ranks, transfer));
-    else await this.syncFromDisk(version, transfer.hint);
-    if (colocate) await client.resumeMemoryOccupation({ tags: ["kv_cache"] });
+    try {
+      if (route.kind === "distributed") await this.paused(() => broadcastBuckets(route.plan, route.group, version, transfer));
+      else if (route.kind === "tensor") await this.paused(() => sendTensorBuckets(route.plan, version, route.ranks, transfer));
+      else await this.syncFromDisk(version, transfer.hint);
+    } finally {
+      // Also after a refused load, which the run survives (StepSync): the engine generates next, on its old weights.
+      if (colocate) await client.resumeMemoryOccupation({ tags: ["kv_cache"] });
+    }
     return version;
   }
 
