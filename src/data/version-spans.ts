@@ -11,16 +11,38 @@ export function tokensByVersion(t: Pick<Trajectory, "version_spans">): Map<strin
   return counts;
 }
 
-/** A training step's weight version as a number (agentrl tags versions with the step); null for "default" and the like. */
-export function versionNumber(version: string | null): number | null {
+/**
+ * A weight version as a policy version number: agentrl tags each sync with its step, and "default" (the weights the
+ * engine started with) is version 0. Null for anything else (a server's own tags).
+ */
+export function policyVersion(version: string | null): number | null {
+  if (version === "default") return 0;
   if (version === null || !/^\d+$/.test(version)) return null;
   return Number(version);
 }
 
 /**
+ * The staleness of one trajectory's tokens, from `tokensByVersion`, when trained starting from policy version
+ * `trainedFrom` (step − 1): trainedFrom − the version that sampled each token (a version policyVersion cannot read
+ * counts as fresh). `weighted` is the sum over tokens, for means across trajectories.
+ */
+export function countsStaleness(counts: Map<string | null, number>, trainedFrom: number): { tokens: number; weighted: number; max: number } {
+  let tokens = 0;
+  let weighted = 0;
+  let max = 0;
+  for (const [version, n] of counts) {
+    const staleness = Math.max(0, trainedFrom - (policyVersion(version) ?? trainedFrom));
+    tokens += n;
+    weighted += staleness * n;
+    if (n > 0) max = Math.max(max, staleness);
+  }
+  return { tokens, weighted, max };
+}
+
+/**
  * Token staleness of the trajectories an update trains on, starting from policy version `trainedFrom` (step − 1):
- * the mean and max over sampled tokens of trainedFrom − the token's version ("default", the starting weights, is 0),
- * and the share of trajectories sampled by more than one version (continued across a weight update).
+ * the mean and max over sampled tokens, and the share of trajectories sampled by more than one version (continued
+ * across a weight update).
  */
 export function tokenStaleness(trajectories: readonly Pick<Trajectory, "version_spans">[], trainedFrom: number): {
   mean: number;
@@ -34,12 +56,10 @@ export function tokenStaleness(trajectories: readonly Pick<Trajectory, "version_
   for (const t of trajectories) {
     const counts = tokensByVersion(t);
     if (counts.size > 1) partial += 1;
-    for (const [version, n] of counts) {
-      const staleness = Math.max(0, trainedFrom - (version === "default" ? 0 : (versionNumber(version) ?? trainedFrom)));
-      tokens += n;
-      weighted += staleness * n;
-      if (n > 0) max = Math.max(max, staleness);
-    }
+    const one = countsStaleness(counts, trainedFrom);
+    tokens += one.tokens;
+    weighted += one.weighted;
+    max = Math.max(max, one.max);
   }
   return { mean: tokens ? weighted / tokens : 0, max, partialFraction: trajectories.length ? partial / trajectories.length : 0 };
 }

@@ -5,6 +5,7 @@
  * the clean text of prompt and interaction turns.
  */
 import type { ToolCallRecord, Trajectory } from "../data/trajectory.js";
+import { policyVersion } from "../data/version-spans.js";
 import { fmt, painter, wrapText, type Look, type Painter } from "./output.js";
 
 export interface ShowCall {
@@ -310,8 +311,9 @@ function versionsLine(view: ShowView): string | null {
   const spans = view.version_spans.map((s) => `${s.weight_version ?? "?"} (${s.start}–${s.end})`).join(", ");
   let staleness = "";
   if (view.step !== null) {
-    const lags = view.version_spans.map((s) => view.step! - 1 - (s.weight_version === "default" ? 0 : Number(s.weight_version)));
-    if (lags.every(Number.isFinite)) staleness = ` · staleness ${Math.min(...lags)}–${Math.max(...lags)} versions at step ${view.step}`;
+    const versions = view.version_spans.map((s) => policyVersion(s.weight_version));
+    const lags = versions.flatMap((v) => (v === null ? [] : [view.step! - 1 - v]));
+    if (lags.length === versions.length) staleness = ` · staleness ${Math.min(...lags)}–${Math.max(...lags)} versions at step ${view.step}`;
   }
   return `sampled by weights ${spans} (continued across a weight update)${staleness}`;
 }

@@ -6,7 +6,7 @@
  */
 import { RolloutStats, type RolloutSummary } from "../rollout/stats.js";
 import { sampledTokens, type TrajectoryRecord } from "./record.js";
-import { tokenStaleness, tokensByVersion } from "../data/version-spans.js";
+import { countsStaleness, tokensByVersion } from "../data/version-spans.js";
 
 /** How many ids of drifted / empty-mask trajectories a summary names (the counts stay exact). */
 export const LISTED_IDS = 20;
@@ -204,10 +204,9 @@ export class InspectStats {
       this.versionTokens.set(key, (this.versionTokens.get(key) ?? 0) + n);
     }
     if (t.step === null || t.step === undefined) return;
-    const { mean, max } = tokenStaleness([t], t.step - 1);
-    const tokens = [...counts.values()].reduce((a, b) => a + b, 0);
+    const { tokens, weighted, max } = countsStaleness(counts, t.step - 1);
     this.staleTokens += tokens;
-    this.staleSum += mean * tokens;
+    this.staleSum += weighted;
     this.staleMax = Math.max(this.staleMax, max);
   }
 

@@ -32,7 +32,6 @@ export async function sampleAssistantTurn(run: TrajectoryInFlight, cap?: number)
       return appendSampled(run, { ...result, finishReason: { type: "length", length: limit } }, limit < remaining);
     }
     appendPiece(run, result);
-    run.log.preemptions += 1;
     sampled += result.outputIds.length;
   }
 }

@@ -69,8 +69,6 @@ export interface TurnLog {
   weightVersion: string | null;
   /** The weight version that sampled each run of response tokens, in order (several per turn after a preemption). */
   versionSpans: VersionSpan[];
-  /** Generations cut by a weight update and continued on the new weights (partial rollouts). */
-  preemptions: number;
 }
 
 /** The simulated user of this trajectory, when it has one. */
@@ -113,7 +111,6 @@ export function emptyTurnLog(): TurnLog {
     server: null,
     weightVersion: null,
     versionSpans: [],
-    preemptions: 0,
   };
 }
 

@@ -118,19 +118,19 @@ function stepTrainer(total: number, stages: TrainStages, generator: TrainGenerat
     async train(step, batch) {
       generator.taken(batch);
       const metrics: Record<string, number> = {};
+      let synced = true;
       if (batch.kept.length > 0) {
         const update = await stages.update(step, batch.kept);
         Object.assign(metrics, update.metrics, update.timing);
         const t0 = performance.now();
-        const synced = await stages.sync(step); // the next step samples from the updated policy
+        synced = await stages.sync(step); // the next step samples from the updated policy
         metrics["timing_s/update_weights"] = (performance.now() - t0) / 1000;
         metrics["weight_sync/failed"] = synced ? 0 : 1;
-        updates.set(step, metrics);
-        return { synced };
+      } else {
+        reporter.note(`step ${step}: no trajectory to train on (all groups dropped or failed); weights unchanged`);
       }
-      reporter.note(`step ${step}: no trajectory to train on (all groups dropped or failed); weights unchanged`);
       updates.set(step, metrics);
-      return { synced: true };
+      return { synced };
     },
     async finish(step, batch, report) {
       const metrics = batchMetrics(batch, config.data.max_response_length, step);
