@@ -7,7 +7,7 @@
  * (Qwen's "\n"), which the engine never samples but which the next turn's prompt contains.
  */
 import { Tokenizer } from "@huggingface/tokenizers";
-import { Template } from "@huggingface/jinja";
+import { Template } from "./jinja.js";
 import { InputError } from "../errors.js";
 import { readModelFiles, tokenText, type ModelFiles } from "./files.js";
 import { LruMap } from "../lru-map.js";
