@@ -341,8 +341,9 @@ export class Conversation {
     maskValue: 0 | 1,
     logprobs: readonly number[] | undefined,
   ): void {
-    for (const [i, id] of ids.entries()) {
-      this.ids.push(id);
+    // An index loop: entries() makes a pair per token, and prompts are hundreds of tokens.
+    for (let i = 0; i < ids.length; i++) {
+      this.ids.push(ids[i]!);
       this.mask.push(maskValue);
       this.logprobs.push(maskValue === 1 ? (logprobs?.[i] ?? 0) : 0);
       this.segmentOfToken.push(segmentIndex);

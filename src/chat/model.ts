@@ -13,6 +13,7 @@ import { readModelFiles, tokenText, type ModelFiles } from "./files.js";
 import { LruMap } from "../lru-map.js";
 import { addedTokenSplitter, encodeSegmented } from "./segmented-encode.js";
 import { byteLevelDecoder, type ByteDecoder } from "./byte-decoder.js";
+import { wordMemoEncoder } from "./word-encoder.js";
 import { normalizeForTemplate, type ChatMessage, type ToolSchema } from "./messages.js";
 
 export interface RenderOptions {
@@ -71,6 +72,8 @@ export class ChatModel {
   private readonly addedIds: ReadonlySet<number>;
   private readonly controlIds: ReadonlySet<number>;
   private readonly specialTokenVars: Record<string, string>;
+  /** Encodes a piece free of added tokens: through the word memo where that is exact (word-encoder.ts). */
+  private readonly encodePiece: (piece: string) => number[];
   /** Byte-level BPE tokenizers decode from a table (byte-decoder.ts); others through the library. */
   private readonly byteDecoder: ByteDecoder | undefined;
 
@@ -102,6 +105,9 @@ export class ChatModel {
     }
     this.addedIds = new Set(added.keys());
     this.addedTokenSplitter = addedTokenSplitter(files.tokenizerJson);
+    // The memo encodes pieces free of added tokens: only where the splitter takes them out first.
+    const memo = this.addedTokenSplitter ? wordMemoEncoder(this.tokenizer, files.tokenizerJson) : undefined;
+    this.encodePiece = memo ?? ((piece) => this.tokenizer.encode(piece, { add_special_tokens: false }).ids);
     this.controlIds = new Set([...added].filter(([, special]) => special).map(([id]) => id));
 
     let maxId = -1;
@@ -155,7 +161,7 @@ export class ChatModel {
       text,
       this.addedTokenSplitter,
       (content) => this.tokenizer.token_to_id(content)!,
-      (piece) => this.tokenizer.encode(piece, { add_special_tokens: false }).ids,
+      this.encodePiece,
       this.pieceCache,
     );
   }
