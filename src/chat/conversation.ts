@@ -104,8 +104,7 @@ export class Conversation {
     this.driftMode = options.driftMode ?? "strict";
     this.warn = options.warn;
     this.messageList.push(...messages.map((message) => ({ ...message })));
-    const text = model.render(messages, this.renderOptions(true));
-    const promptIds = model.encode(text);
+    const promptIds = model.renderTokens(messages, this.renderOptions(true));
     this.push({ kind: "prompt", turn: 0 }, promptIds, 0, undefined);
     this.promptLengthValue = promptIds.length;
   }

@@ -61,8 +61,8 @@ export class ChatModel {
   private readonly tokenizer: Tokenizer;
   /** Encodings of the text between added tokens, least recently used first out. */
   private readonly pieceCache = new LruMap<string, number[]>(ENCODE_CACHE_ENTRIES);
-  /** Rendered texts by (tools, messages, options); LRU. */
-  private readonly renderCache = new LruMap<string, string>(RENDER_CACHE_ENTRIES);
+  /** Rendered texts by (tools, messages, options), and their ids once asked for (renderTokens); LRU. */
+  private readonly renderCache = new LruMap<string, { text: string; ids?: readonly number[] }>(RENDER_CACHE_ENTRIES);
   /** A short key per tool list (see toolsKey). */
   private readonly toolsKeys = new WeakMap<readonly ToolSchema[], string>();
   private readonly toolsKeysByJson = new Map<string, string>();
@@ -216,14 +216,27 @@ export class ChatModel {
 
   /** Renders messages exactly as the model's template does. Template errors are runtime failures of this input. */
   render(messages: readonly ChatMessage[], options: RenderOptions = {}): string {
+    return this.cachedRender(messages, options).text;
+  }
+
+  /**
+   * encode(render(messages)), kept with the render: the n samples of a prompt start from the same prompt, and the
+   * encode, not only the render, is then done once.
+   */
+  renderTokens(messages: readonly ChatMessage[], options: RenderOptions = {}): readonly number[] {
+    const entry = this.cachedRender(messages, options);
+    return (entry.ids ??= this.encode(entry.text));
+  }
+
+  private cachedRender(messages: readonly ChatMessage[], options: RenderOptions): { text: string; ids?: readonly number[] } {
     // Rollouts render the same conversations again and again (a prompt for each of its n samples, the same tool
     // result's delta, the drift check); the template engine is the client's largest CPU cost after the tokenizer.
     const key = `${this.toolsKey(options.tools)}\u0000${JSON.stringify([messages, options.addGenerationPrompt ?? false, options.templateKwargs ?? null])}`;
     const cached = this.renderCache.get(key);
     if (cached !== undefined) return cached;
-    const text = this.renderUncached(messages, options);
-    if (text.length <= RENDER_CACHE_MAX_CHARS) this.renderCache.set(key, text);
-    return text;
+    const entry = { text: this.renderUncached(messages, options) };
+    if (entry.text.length <= RENDER_CACHE_MAX_CHARS) this.renderCache.set(key, entry);
+    return entry;
   }
 
   /**

@@ -253,6 +253,7 @@ async function createExecuteRelease(
   const started = performance.now();
   let instanceId: string | undefined;
   let settled = false;
+  let workDone = false;
   try {
     const work = (async () => {
       const ctx = { signal: controller.signal, kwargs: execution.kwargs, ...(execution.agentData ? { agentData: execution.agentData } : {}) };
@@ -267,7 +268,10 @@ async function createExecuteRelease(
       return tool.execute(created.instanceId, execution.parameters, ctx);
     })();
     // A tool that ignores the signal keeps running in the background; its late rejection must not go unhandled.
-    work.catch(() => undefined);
+    work.then(
+      () => (workDone = true),
+      () => (workDone = true),
+    );
     const result = checkOutput(await Promise.race([work, limit.promise]), limits.maxOutputChars);
     metrics.latencyMs = performance.now() - started;
     return result;
@@ -277,7 +281,9 @@ async function createExecuteRelease(
   } finally {
     settled = true;
     limit.dispose();
-    controller.abort(); // tells a still-running tool to stop
+    // Tells a still-running tool to stop. A tool that has returned needs no telling, and an abort costs an error
+    // object with its stack on every call.
+    if (!workDone) controller.abort();
     limits.signal?.removeEventListener("abort", onOuterAbort);
     releaseSlot?.();
     if (instanceId !== undefined && !lifetime.session) {
