@@ -10,7 +10,7 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runCli } from "./helpers/cli.js";
 import { QWEN3_DIR } from "./helpers/qwen3.js";
-import { GSM8K_TOOLS, preprocessGsm8kTrain, readAllTrajectories, tempDir, toolThenAnswer } from "./helpers/rollout-run.js";
+import { GSM8K_TOOLS, preprocessGsm8kTrain, readAllTrajectories, spawnCli, tempDir, toolThenAnswer } from "./helpers/rollout-run.js";
 import { startFakeSglang, type FakeSglang } from "./fake-sglang/index.js";
 import { loadChatModel } from "../src/chat/index.js";
 import type { Trajectory } from "../src/data/trajectory.js";
@@ -52,6 +52,17 @@ function loopThat(how: string): string[] {
   return ["--set", `actor_rollout_ref.rollout.agent.agent_loops.tool_agent=${file}`];
 }
 
+/** A server that answers the first `fast` generations and holds every later one for a minute. */
+async function stallingServer(fast: number): Promise<FakeSglang> {
+  const answer = toolThenAnswer(await loadChatModel(QWEN3_DIR));
+  return startFakeSglang({
+    respond: async (ids, params, ctx) => {
+      if (ctx.callIndex >= fast) await new Promise((r) => setTimeout(r, 60_000).unref());
+      return answer(ids, params, ctx);
+    },
+  });
+}
+
 beforeAll(async () => {
   const model = await loadChatModel(QWEN3_DIR);
   fake = await startFakeSglang({ respond: toolThenAnswer(model, (params) => String(Number(params.sampling_seed ?? 0) % 997)) });
@@ -91,6 +102,49 @@ describe("agentrl rollout --threads", () => {
     expect(one!.code).toBe(2);
     expect(two!.code, two!.stderr).toBe(2);
     expect(two!.stderr).toContain("over data.max_prompt_length=8");
+  });
+
+  it("over-sampling's abort reaches the threads: the stragglers end as over_sample", async () => {
+    // All 12 first turns are answered (calls 0-11) and 9 second turns: the 3 others hang until over-sampling aborts them.
+    const stalling = await stallingServer(21);
+    try {
+      const out = path.join(work, "over-sample.jsonl");
+      const result = await runCli(
+        [
+          "rollout", "--data", train, "--model", QWEN3_DIR, "--server", stalling.url, "--tools", GSM8K_TOOLS,
+          "--limit", String(PROMPTS), "--n", String(N), "--concurrency", "12", "--threads", "2",
+          "--over-sample-rate", "0.25", "--out", out, "--json",
+        ],
+        { timeoutMs: 60_000 },
+      );
+      expect(result.code, result.stderr).toBe(0);
+      expect(JSON.parse(result.stdout).over_sample_aborted).toBe(3);
+      const all = await readAllTrajectories(out);
+      expect(all.filter((t) => t.status === "completed")).toHaveLength(9);
+      expect(all.filter((t) => t.finish_reason === "over_sample")).toHaveLength(3);
+    } finally {
+      await stalling.close();
+    }
+  });
+
+  it("Ctrl-C reaches the threads: the trajectories in flight end at once and the run exits 130", async () => {
+    const stalling = await stallingServer(4);
+    try {
+      const out = path.join(work, "interrupted.jsonl");
+      const run = spawnCli([
+        "rollout", "--data", train, "--model", QWEN3_DIR, "--server", stalling.url, "--tools", GSM8K_TOOLS,
+        "--limit", String(PROMPTS), "--n", String(N), "--concurrency", "4", "--threads", "2", "--out", out, "--quiet",
+      ]);
+      while (stalling.stats.requests < 8) await new Promise((r) => setTimeout(r, 20));
+      run.child.kill("SIGINT");
+      const exit = await run.exited;
+      expect(exit.code, exit.stderr).toBe(130);
+      expect(exit.stderr).toContain("run again with --resume to finish");
+      // What was cut short is not in the file (--resume redoes it); what finished is.
+      for (const t of await readAllTrajectories(out)) expect(t.finish_reason).not.toBe("cancelled");
+    } finally {
+      await stalling.close();
+    }
   });
 
   it("fails the run naming the thread and the sample when a thread crashes", async () => {
