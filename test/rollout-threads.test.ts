@@ -159,6 +159,12 @@ describe("agentrl rollout --threads", () => {
     expect(result.stderr).toMatch(/rollout thread [12] of 2 crashed \(loop bug on row 3\) while running [^\n]*row 3, sample [01]/);
   });
 
+  it("agentrl train refuses threads > 1 before it starts anything", async () => {
+    const result = await runCli(["train", "--config", "examples/cpu-demo.yaml", "--set", "actor_rollout_ref.rollout.threads=2", "--dry-run"]);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain("actor_rollout_ref.rollout.threads is for agentrl rollout");
+  });
+
   it("a thread that cannot load its parts fails the start with the module's error and exit code", async () => {
     const result = await rollout(2, path.join(work, "bad-reward.jsonl"), ["--reward", path.join(work, "missing-reward.mjs")]);
     expect(result.code, result.stderr).toBe(2);

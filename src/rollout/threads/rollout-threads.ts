@@ -58,13 +58,15 @@ export class RolloutThreads {
   private constructor(private readonly threads: RolloutThread[]) {}
 
   /**
-   * Starts `count` threads that share `totalConcurrency` between them (their shares add up to it), and resolves once
+   * Starts `threads` threads (at most one per trajectory slot) that share `totalConcurrency` between them (their shares add up to it), and resolves once
    * every one has loaded its parts and made its client. A thread that cannot start fails the whole start, with its
    * error (and exit code), after the others are ended.
    */
-  static async start(count: number, totalConcurrency: number, setup: ThreadSetup): Promise<RolloutThreads> {
+  static async start(threads: number, totalConcurrency: number, setup: ThreadSetup): Promise<RolloutThreads> {
+    // A thread without a share would load its parts and never run a trajectory.
+    const count = Math.min(threads, totalConcurrency);
     const ready: Promise<void>[] = [];
-    const threads = Array.from({ length: count }, (_, threadIndex) => {
+    const started = Array.from({ length: count }, (_, threadIndex) => {
       const share = Math.floor(totalConcurrency / count) + (threadIndex < totalConcurrency % count ? 1 : 0);
       const workerData: WorkerSetup = { ...setup, threadIndex, threads: count, concurrency: Math.max(1, share) };
       const worker = new Worker(WORKER_ENTRY, { workerData });
@@ -72,8 +74,8 @@ export class RolloutThreads {
       ready.push(startedOrFailed(thread));
       return thread;
     });
-    const pool = new RolloutThreads(threads);
-    for (const thread of threads) pool.watch(thread);
+    const pool = new RolloutThreads(started);
+    for (const thread of started) pool.watch(thread);
     try {
       await Promise.all(ready);
     } catch (err) {
