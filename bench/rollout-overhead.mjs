@@ -10,6 +10,7 @@
  *
  *   npx tsc -p tsconfig.json && node bench/rollout-overhead.mjs
  *   BENCH_QUICK=1 node bench/rollout-overhead.mjs     # smaller runs, no 4096
+ *   BENCH_THREADS=0 node bench/rollout-overhead.mjs   # without the --threads section
  */
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -19,7 +20,7 @@ import { fileURLToPath } from "node:url";
 import { Agent, request } from "undici";
 import { profileStages } from "./lib/cpu-stages.mjs";
 import { startFakeSglangProcess } from "./lib/fake-sglang-process.mjs";
-import { contextFor, gsm8kPrompts, loadDist, parts, root, story, toolRollout } from "./lib/gsm8k-tool-workload.mjs";
+import { contextFor, gsm8kPrompts, loadDist, parts, root, story, threadSetupFor, toolRollout } from "./lib/gsm8k-tool-workload.mjs";
 
 const quick = process.env.BENCH_QUICK === "1";
 const N_PER_PROMPT = 4;
@@ -27,6 +28,7 @@ const { runRollout } = await loadDist("rollout/run-rollout.js");
 const { makeClient } = await loadDist("rollout/setup.js");
 const { generateBody } = await loadDist("engine/wire.js");
 const { openTrajectoryWriter } = await loadDist("data/trajectory-store.js");
+const { RolloutThreads } = await loadDist("rollout/threads/rollout-threads.js");
 const outDir = mkdtempSync(path.join(os.tmpdir(), "agentrl-bench-rollout-"));
 let runs = 0;
 
@@ -60,12 +62,13 @@ const rollout = (concurrency, sanityCheck = "strict") => toolRollout(concurrency
 /**
  * One runRollout of `trajectories` samples at `concurrency`, its trajectories written to a fresh parquet file (the
  * writer's close, which finishes the file, is inside the measurement). `onRequest` sees every generate request
- * (used once to record the wire bodies for the bare loop).
+ * (used once to record the wire bodies for the bare loop). With `threads` (a started RolloutThreads, as
+ * `agentrl rollout --threads N` runs) the trajectories run in its worker threads, each with its own client.
  */
-async function agentrlRun(url, concurrency, trajectories, { onRequest, sanityCheck = "strict" } = {}) {
+async function agentrlRun(url, concurrency, trajectories, { onRequest, sanityCheck = "strict", threads } = {}) {
   const config = rollout(concurrency, sanityCheck);
   config.server.urls = [url];
-  const client = makeClient(config, undefined);
+  const client = threads ? undefined : makeClient(config, undefined);
   // The recording view forwards everything to the client (bound, as it has private fields) and taps generate.
   const seen = onRequest
     ? new Proxy(client, {
@@ -93,7 +96,7 @@ async function agentrlRun(url, concurrency, trajectories, { onRequest, sanityChe
       prompts: gsm8kPrompts(trajectories / N_PER_PROMPT),
       n: N_PER_PROMPT,
       concurrency,
-      context: contextFor(seen, config),
+      ...(threads ? { executor: threads.executor } : { context: contextFor(seen, config) }),
       writer,
       onTrajectory: (t) => {
         turns += t.assistant_turns;
@@ -106,7 +109,7 @@ async function agentrlRun(url, concurrency, trajectories, { onRequest, sanityChe
     seconds = (performance.now() - t0) / 1000;
     cpu = process.cpuUsage(cpu0);
   } finally {
-    await client.close();
+    await client?.close();
     rmSync(writer.file, { force: true });
   }
   if (bad > 0) throw new Error(`${bad} of ${trajectories} trajectories did not complete the scripted tool story`);
@@ -150,12 +153,55 @@ async function bareRun(url, concurrency, total, bodies) {
   return { rate: total / seconds, cpuPerReqUs: (cpu.user + cpu.system) / total, seconds };
 }
 
+/**
+ * `--threads`: the same cell with the trajectories in this thread (threads 1, the default), in one worker thread (what
+ * the thread hop alone costs) and in two, against the same server process, side by side: each mode's pool is started
+ * and warmed first (start-up is reported apart), then the modes take turns, twice, and each row is the mean of its two
+ * runs. CPU per turn is the whole process's (process.cpuUsage counts every thread).
+ */
+async function measureThreads(url) {
+  const concurrency = 512;
+  const trajectories = quick ? 2048 : 4096;
+  const setup = threadSetupFor({ ...rollout(concurrency), server: { ...rollout(concurrency).server, urls: [url] } });
+  const modes = [{ label: "1 (main thread)", threads: undefined }];
+  try {
+    for (const count of [1, 2]) {
+      const t0 = performance.now();
+      const pool = await RolloutThreads.start(count, concurrency, setup);
+      const startSeconds = (performance.now() - t0) / 1000;
+      modes.push({ label: count === 1 ? "1 worker thread" : `${count} worker threads`, threads: pool, startSeconds });
+      for (let i = 0; i < 2; i++) await agentrlRun(url, concurrency, 1024, { threads: pool });
+    }
+    const runs = new Map(modes.map((mode) => [mode, []]));
+    for (let round = 0; round < 2; round++) {
+      for (const mode of modes) {
+        const serverBefore = await fake.cpu();
+        const run = await agentrlRun(url, concurrency, trajectories, { threads: mode.threads });
+        const serverAfter = await fake.cpu();
+        runs.get(mode).push({ ...run, serverCpuPerTurnUs: (serverAfter.cpuUs - serverBefore.cpuUs) / run.turns });
+      }
+    }
+    const mean = (list, key) => list.reduce((sum, r) => sum + r[key], 0) / list.length;
+    return {
+      concurrency,
+      trajectories,
+      rows: modes.map((mode) => {
+        const list = runs.get(mode);
+        return { label: mode.label, startSeconds: mode.startSeconds, rate: mean(list, "rate"), cpuPerTurnUs: mean(list, "cpuPerTurnUs"), serverCpuPerTurnUs: mean(list, "serverCpuPerTurnUs") };
+      }),
+    };
+  } finally {
+    for (const mode of modes) await mode.threads?.close();
+  }
+}
+
 const started = performance.now();
 const fake = await startFakeSglangProcess(root, story);
 const results = [];
 let noDriftCheck;
 let stages;
 let startup;
+let threadResults;
 try {
   // Record the exact bodies agentrl sends (both turns of 128 trajectories), and warm up JIT, tokenizer and sockets:
   // a cold process spends its first few thousand turns compiling, which is start-up, not the cost of a turn.
@@ -197,6 +243,7 @@ try {
   startup = JSON.parse(
     execFileSync(process.execPath, [path.join(path.dirname(fileURLToPath(import.meta.url)), "lib/startup-probe.mjs"), fake.url], { encoding: "utf8" }),
   );
+  if (process.env.BENCH_THREADS !== "0") threadResults = await measureThreads(fake.url);
 } finally {
   await parts.close();
   await fake.stop();
@@ -277,6 +324,29 @@ out.push("| stage | share | µs per turn |");
 out.push("|---|---|---|");
 for (const [name, share] of [...stages.shares].sort((a, b) => b[1] - a[1])) {
   out.push(`| ${name} | ${(100 * share).toFixed(1)}% | ${(share * stages.cpuPerTurnUs).toFixed(0)} |`);
+}
+if (threadResults) {
+  const { concurrency, trajectories, rows } = threadResults;
+  out.push("");
+  out.push("## Rollout threads (`agentrl rollout --threads N`)");
+  out.push("");
+  out.push(
+    `The same workload at concurrency ${concurrency}, ${trajectories} trajectories a run, against the same fake server ` +
+      "process: trajectories in the main thread (threads 1, the default), in one worker thread (what the hop between " +
+      "threads costs: the sample out, the trajectory back as a structured clone) and in two; the main thread keeps the " +
+      "one scheduler and the one parquet writer in every mode. Each pool is started and warmed (2,048 trajectories) " +
+      "first; then the modes take turns, twice, and a row is the mean of its two runs. CPU per turn counts every " +
+      `thread of the client. ${os.cpus().length}-core machine shared with the fake server.`,
+  );
+  out.push("");
+  out.push("| threads | turns/s | client CPU/turn | server CPU/turn | thread start-up |");
+  out.push("|---|---|---|---|---|");
+  for (const r of rows) {
+    out.push(
+      `| ${r.label} | ${r.rate.toFixed(0)} | ${(r.cpuPerTurnUs / 1000).toFixed(2)} ms | ${(r.serverCpuPerTurnUs / 1000).toFixed(2)} ms | ` +
+        `${r.startSeconds === undefined ? "-" : `${r.startSeconds.toFixed(2)} s`} |`,
+    );
+  }
 }
 process.stdout.write(`${out.join("\n")}\n`);
 process.stderr.write(`rollout-overhead: ${((performance.now() - started) / 1000).toFixed(1)} s real time\n`);

@@ -55,6 +55,16 @@ export const story = {
   markerId: model.tokenToId("<tool_response>"),
 };
 
+const LENGTHS = { maxPromptLength: 1024, maxResponseLength: 1024 };
+
 /** runRollout's context for `client` and a rollout section from toolRollout (setup.ts's, with 1024-token budgets). */
-export const contextFor = (client, rollout) =>
-  trajectoryContext(parts, client, rollout, { maxPromptLength: 1024, maxResponseLength: 1024 });
+export const contextFor = (client, rollout) => trajectoryContext(parts, client, rollout, LENGTHS);
+
+/** What RolloutThreads.start needs to build the same parts and context in each worker thread. */
+export const threadSetupFor = (rollout) => ({
+  parts: { modelPath: QWEN3_DIR, rollout, rewardModulePath: null },
+  rollout,
+  apiKey: undefined,
+  lengths: LENGTHS,
+  step: null,
+});

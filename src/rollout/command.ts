@@ -6,12 +6,13 @@
 import { ExitError, UsageError } from "../errors.js";
 import { checkOutputPath } from "../data/output-path.js";
 import { checkTrajectoryOutput, openTrajectoryWriter, type OpenOptions, type TrajectoryWriter } from "../data/trajectory-store.js";
-import type { SglangClient } from "../engine/index.js";
+import type { EngineStats } from "../engine/index.js";
 import { rolloutConfigSchema, type RolloutConfig, type RolloutSection } from "./config.js";
-import { runRollout, type RolloutResult } from "./run-rollout.js";
+import { inThisThread, runRollout, type RolloutResult, type TrajectoryExecutor } from "./run-rollout.js";
+import { RolloutThreads } from "./threads/rollout-threads.js";
 import { countPrompts, readPrompts } from "./sample.js";
 import { agentLoopNames, checkAgentName } from "./agent-loops.js";
-import { loadRolloutParts, makeClient, readApiKey, trajectoryContext, type RolloutParts } from "./setup.js";
+import { loadRolloutParts, makeClient, readApiKey, trajectoryContext } from "./setup.js";
 import type { RolloutSummary } from "./stats.js";
 import { implicationsOf, printDryRun, printJsonReport, printRolloutSummary, RolloutProgress } from "./report.js";
 import type { RolloutFlags } from "../cli/commands/rollout.js";
@@ -35,6 +36,7 @@ export async function resolveRolloutConfig(flags: RolloutFlags): Promise<Rollout
     [`${rollout}.multi_turn.max_assistant_turns`, flags.maxTurns],
     [`${rollout}.n`, flags.n],
     [`${rollout}.max_concurrency`, flags.concurrency],
+    [`${rollout}.threads`, flags.threads],
     [`${rollout}.temperature`, flags.temperature],
     [`${rollout}.seed`, flags.seed],
     [`${rollout}.over_sample_rate`, flags.overSampleRate],
@@ -116,34 +118,60 @@ type Cleanup = () => unknown;
 
 interface OpenedRollout {
   inputs: RolloutInputs;
-  parts: RolloutParts;
-  client: SglangClient;
+  trajectories: TrajectoryRunner;
   writer: TrajectoryWriter;
   /** The rollout section, pointed at the embedded engine when there is one. */
   rollout: RolloutSection;
 }
 
+/** Where the trajectories run (this thread, or worker threads), and the engine counters of the client(s) they use. */
+interface TrajectoryRunner {
+  executor: TrajectoryExecutor;
+  engineStats(): EngineStats;
+}
+
 /** Loads the parts, starts the embedded engine if asked, and opens the client and the output file. */
 async function openRollout(config: RolloutConfig, flags: RolloutFlags, inputs: RolloutInputs, cleanups: Cleanup[]): Promise<OpenedRollout> {
-  // The tokenizer, tools and reward module load in a second: a bad one fails before the embedded engine starts.
   const reward = config.custom_reward_function;
-  const parts = await loadRolloutParts({
+  const partsOptions = {
     modelPath: inputs.modelPath,
     rollout: config.actor_rollout_ref.rollout,
     rewardModulePath: reward.path,
     rewardName: reward.name,
     rewardKwargs: reward.reward_kwargs,
-    rewardPython: reward.python,
-  });
-  cleanups.unshift(() => parts.close());
+    ...(reward.python ? { rewardPython: reward.python } : {}),
+  };
+  const lengths = { maxPromptLength: config.data.max_prompt_length, maxResponseLength: config.data.max_response_length };
+  const startEngine = (rollout: RolloutSection) =>
+    flags.engine === "embedded" ? startEmbeddedEngine(rollout, inputs.modelPath, Boolean(flags.quiet), cleanups) : Promise.resolve(rollout);
   let rollout = config.actor_rollout_ref.rollout;
-  if (flags.engine === "embedded") rollout = await startEmbeddedEngine(rollout, inputs.modelPath, Boolean(flags.quiet), cleanups);
-  const client = makeClient(rollout, inputs.apiKey);
-  cleanups.unshift(() => client.close());
+  let trajectories: TrajectoryRunner;
+  if (rollout.threads > 1) {
+    // Each thread loads its own parts and client (threads/worker.ts); they need the final server URLs, so the
+    // embedded engine starts first here, and a bad tool or reward module fails after it, not before.
+    rollout = await startEngine(rollout);
+    const threads = await RolloutThreads.start(rollout.threads, rollout.max_concurrency, {
+      parts: partsOptions,
+      rollout,
+      apiKey: inputs.apiKey,
+      lengths,
+      step: null,
+    });
+    cleanups.unshift(() => threads.close());
+    trajectories = { executor: threads.executor, engineStats: () => threads.engineStats() };
+  } else {
+    // The tokenizer, tools and reward module load in a second: a bad one fails before the embedded engine starts.
+    const parts = await loadRolloutParts(partsOptions);
+    cleanups.unshift(() => parts.close());
+    rollout = await startEngine(rollout);
+    const client = makeClient(rollout, inputs.apiKey);
+    cleanups.unshift(() => client.close());
+    trajectories = { executor: inThisThread(trajectoryContext(parts, client, rollout, lengths)), engineStats: () => client.stats() };
+  }
   const writer = await openTrajectoryWriter(config.output.path, inputs.writerOptions);
   // Finish the file even on failure: everything written so far stays readable and resumable.
   cleanups.unshift(() => writer.close().catch(() => undefined));
-  return { inputs, parts, client, writer, rollout };
+  return { inputs, trajectories, writer, rollout };
 }
 
 /** Starts agentrl's embedded engine on the model; the rollout section it returns points at it. */
@@ -157,7 +185,7 @@ async function startEmbeddedEngine(rollout: RolloutSection, modelPath: string, q
 
 interface RolloutOutcome {
   result: RolloutResult;
-  client: SglangClient;
+  trajectories: TrajectoryRunner;
   /** When the trajectories started (performance.now()). */
   started: number;
   /** Trajectories already in the file (--resume). */
@@ -172,7 +200,7 @@ async function runWithProgress(
   signal: AbortSignal,
   cleanups: Cleanup[],
 ): Promise<RolloutOutcome> {
-  const { inputs, parts, client, writer, rollout } = opened;
+  const { inputs, trajectories, writer, rollout } = opened;
   const total = inputs.prompts * rollout.n;
   const already = writer.existingIds.size;
   const resumedFailed = { redone: writer.removedFailed, kept: writer.keptFailed };
@@ -184,10 +212,7 @@ async function runWithProgress(
     prompts: readPrompts(inputs.dataPath, config.data.limit),
     n: rollout.n,
     concurrency: rollout.max_concurrency,
-    context: trajectoryContext(parts, client, rollout, {
-      maxPromptLength: config.data.max_prompt_length,
-      maxResponseLength: config.data.max_response_length,
-    }),
+    executor: trajectories.executor,
     signal,
     writer,
     skipIds: writer.existingIds,
@@ -196,7 +221,7 @@ async function runWithProgress(
     onStart: () => progress.trajectoryStarted(),
     onTrajectory: (_trajectory, stats) => progress.trajectoryFinished(stats),
   });
-  return { result, client, started, already, resumedFailed };
+  return { result, trajectories, started, already, resumedFailed };
 }
 
 /** Prints the closing summary (JSON with --json); the wall time includes closing the file. */
@@ -204,7 +229,7 @@ function reportRollout(config: RolloutConfig, flags: RolloutFlags, outcome: Roll
   const { result, already, resumedFailed } = outcome;
   const wallMs = performance.now() - outcome.started;
   const summary = result.stats.summary();
-  const engineStats = outcome.client.stats();
+  const engineStats = outcome.trajectories.engineStats();
   if (flags.json) {
     printJsonReport(summary, result, {
       out: config.output.path,

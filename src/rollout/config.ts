@@ -98,6 +98,15 @@ export const rolloutSchema = z
     max_concurrency: z
       .number().int().positive().default(256)
       .describe("trajectories in flight at once across all servers (each has at most one request in flight)"),
+    threads: z
+      .number().int().positive().default(1)
+      .describe(
+        "worker threads that run the trajectories of `agentrl rollout`; 1 = all in the main thread. Raise it when the " +
+          "client's one core is the limit (top shows agentrl near 100% CPU while the servers wait): the main thread " +
+          "keeps the one scheduler (max_concurrency across all threads) and the one output file; each thread loads " +
+          "its own tokenizer, tools, reward and server client with its share of max_concurrency (docs/architecture.md). " +
+          "agentrl train runs in one thread",
+      ),
     trajectory_timeout: seconds("wall-clock deadline of one whole trajectory; then it is aborted and recorded as such", 1800),
     over_sample_rate: z
       .number().min(0).lt(1).default(0)

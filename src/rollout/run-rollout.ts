@@ -13,12 +13,32 @@ import { RolloutStats } from "./stats.js";
 import type { Semaphore } from "../tools/index.js";
 import { OVER_SAMPLE_FINISH_REASON, OverSampleAbort, overSampleTarget } from "./over-sample.js";
 
-export interface RolloutRun {
+/**
+ * Where a run's trajectories execute, bound once to the run's signal (Ctrl-C, over-sampling's abort, the first
+ * failure). runRollout's default runs them in this thread with runTrajectory; threads/ runs them in worker threads.
+ * The scheduling and the recording around it stay in runRollout either way.
+ */
+export type TrajectoryExecutor = (runSignal: AbortSignal) => (sample: Sample) => Promise<Trajectory>;
+
+/** Runs every trajectory in this thread, in the given context. */
+export function inThisThread(context: Omit<TrajectoryContext, "signal">): TrajectoryExecutor {
+  return (signal) => {
+    const withSignal: TrajectoryContext = { ...context, signal };
+    return (sample) => runTrajectory(sample, withSignal);
+  };
+}
+
+export type RolloutRun = RolloutRunOptions & (
+  | { context: Omit<TrajectoryContext, "signal"> }
+  | { executor: TrajectoryExecutor }
+);
+
+export interface RolloutRunOptions {
   prompts: AsyncIterable<Prompt> | Iterable<Prompt>;
   /** Samples per prompt. */
   n: number;
+  /** Trajectories in flight at once (all threads together when they run in worker threads). */
   concurrency: number;
-  context: Omit<TrajectoryContext, "signal">;
   /** Cancels the run: in-flight trajectories end as aborted and are still recorded. */
   signal?: AbortSignal;
   writer?: TrajectoryWriter;
@@ -89,7 +109,7 @@ class Rollout {
   failure: unknown;
   private readonly stats = new RolloutStats();
   private readonly kept: Trajectory[] | undefined;
-  private readonly context: TrajectoryContext;
+  private readonly execute: (sample: Sample) => Promise<Trajectory>;
   private readonly source: AsyncGenerator<Sample>;
   private readonly counters = { resumedSkipped: 0 };
   private readonly overlongPrompts = new Set<number>();
@@ -103,7 +123,7 @@ class Rollout {
 
   constructor(private readonly run: RolloutRun) {
     this.kept = run.writer ? undefined : [];
-    this.context = { ...run.context, signal: this.controller.signal };
+    this.execute = ("executor" in run ? run.executor : inThisThread(run.context))(this.controller.signal);
     this.source = samplesOf(run, this.counters);
     this.overSampleTarget = run.overSample ? overSampleTarget(run.overSample.total, run.overSample.rate) : Infinity;
     this.overSampling = this.overSampleTarget < (run.overSample?.total ?? Infinity);
@@ -158,7 +178,7 @@ class Rollout {
     if (!release) return undefined;
     this.run.onStart?.(sample);
     try {
-      return await runTrajectory(sample, this.context);
+      return await this.execute(sample);
     } catch (err) {
       if (!(err instanceof PromptTooLongError)) throw err;
       if (!this.run.filterOverlongPrompts) {

@@ -101,7 +101,8 @@ export async function readApiKey(envName: string): Promise<string | undefined> {
   return undefined;
 }
 
-export function makeClient(rollout: RolloutSection, apiKey: string | undefined): SglangClient {
+/** `concurrency`: the client's request slots and connections; a rollout worker thread gets its share. */
+export function makeClient(rollout: RolloutSection, apiKey: string | undefined, concurrency: number = rollout.max_concurrency): SglangClient {
   const server = rollout.server;
   if (server.urls.length === 0) {
     throw new UsageError("no inference server given", {
@@ -112,7 +113,7 @@ export function makeClient(rollout: RolloutSection, apiKey: string | undefined):
     servers: server.urls,
     ...(server.worker_urls ? { workers: server.worker_urls } : {}),
     ...(apiKey ? { apiKey } : {}),
-    concurrency: rollout.max_concurrency,
+    concurrency,
     connectTimeoutMs: server.connect_timeout * 1000,
     requestTimeoutMs: server.timeout * 1000,
     adminTimeoutMs: server.admin_timeout * 1000,

@@ -31,6 +31,12 @@ export async function resolveTrainConfig(flags: TrainFlags): Promise<TrainConfig
     if (flags.engine) setPath(tree, "actor_rollout_ref.rollout.name", flags.engine);
     if (flags.colocate) setPath(tree, "trainer.colocate", true);
   });
+  if (config.actor_rollout_ref.rollout.threads > 1) {
+    // Train's rollouts share one client with the weight syncs (pause, load, continue): they stay in one thread.
+    throw new InputError("actor_rollout_ref.rollout.threads is for agentrl rollout; agentrl train runs its rollouts in one thread", {
+      hint: "remove the key (or set it to 1)",
+    });
+  }
   const { mode } = config.async_training;
   if (mode !== "sync" && config.trainer.colocate) {
     // Colocated, the engine gives its memory to the update: nothing can generate while the trainer works.

@@ -11,6 +11,7 @@ export interface RolloutFlags {
   interaction?: string;
   n?: number;
   concurrency?: number;
+  threads?: number;
   limit?: number;
   out?: string;
   format?: string;
@@ -46,6 +47,12 @@ export function registerRollout(program: Command): void {
     .option("--interaction <yaml>", "interaction config in verl's format (multi_turn.interaction_config_path)")
     .option("-n, --n <n>", "samples per prompt (rollout.n)", positiveInt("--n"))
     .option("--concurrency <c>", "trajectories in flight at once (rollout.max_concurrency)", positiveInt("--concurrency"))
+    .option(
+      "--threads <n>",
+      "worker threads running the trajectories (rollout.threads, default 1); raise it when agentrl's own CPU is the limit " +
+        "(near 100% of a core while the servers are not busy), e.g. --threads 4 on a 4-core client; --concurrency stays the total",
+      positiveInt("--threads"),
+    )
     .option("--limit <n>", "use only the first N prompts (data.limit)", positiveInt("--limit"))
     .option("-o, --out <file>", "trajectory file, .parquet or .jsonl (output.path)")
     .option("--format <parser>", "function-call format: auto, qwen25, hermes, llama3, mistral, deepseekv3, pythonic, gpt-oss")
@@ -77,10 +84,15 @@ Examples:
   $ agentrl rollout --config rollout.yaml --resume        # after a crash, Ctrl-C or failures: no duplicates, nothing lost
   $ agentrl rollout --config rollout.yaml --resume --keep-failed   # the same, leaving failed trajectories as they are
   $ agentrl rollout --config rollout.yaml --over-sample-rate 0.1   # stop waiting once 90% have finished
+  $ agentrl rollout --config rollout.yaml --threads 2 --concurrency 2048   # one client core is not enough
 
 Every trajectory ends completed, truncated (a length budget), aborted (deadline, over-sampling) or failed (with the
 reason). Progress: a live line on a terminal; in a log file, one line per tenth of the run (none with --json or
---quiet). Exit code: 0 when none failed, 1 when some failed, 2 for bad flags or config, 130 on Ctrl-C.`,
+--quiet). Exit code: 0 when none failed, 1 when some failed, 2 for bad flags or config, 130 on Ctrl-C.
+
+--threads N helps only when agentrl itself is CPU-bound (a fast server, many short turns: agentrl near 100% of a core
+while the servers wait); against slow generations one thread feeds thousands of trajectories. The file holds the same
+trajectories with any N, in completion order.`,
     )
     .action(async (flags: RolloutFlags) => {
       const { runRolloutCommand } = await import("../../rollout/command.js");
