@@ -13,7 +13,7 @@
  *   BENCH_THREADS=0 node bench/rollout-overhead.mjs   # without the --threads section
  */
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -57,7 +57,9 @@ const cells = process.env.BENCH_CELLS
       { concurrency: 4096, trajectories: 4096 },
     ];
 
-const rollout = (concurrency, sanityCheck = "strict") => toolRollout(concurrency, { sanityCheck, n: N_PER_PROMPT });
+/** With `distinct`, a seed is set, so the fake answers each trajectory with its own GSM8K solution (see below). */
+const rollout = (concurrency, sanityCheck = "strict", distinct = false) =>
+  toolRollout(concurrency, { sanityCheck, n: N_PER_PROMPT, ...(distinct ? { seed: 7 } : {}) });
 
 /**
  * One runRollout of `trajectories` samples at `concurrency`, its trajectories written to a fresh parquet file (the
@@ -65,8 +67,8 @@ const rollout = (concurrency, sanityCheck = "strict") => toolRollout(concurrency
  * (used once to record the wire bodies for the bare loop). With `threads` (a started RolloutThreads, as
  * `agentrl rollout --threads N` runs) the trajectories run in its worker threads, each with its own client.
  */
-async function agentrlRun(url, concurrency, trajectories, { onRequest, sanityCheck = "strict", threads } = {}) {
-  const config = rollout(concurrency, sanityCheck);
+async function agentrlRun(url, concurrency, trajectories, { onRequest, sanityCheck = "strict", threads, distinct = false } = {}) {
+  const config = rollout(concurrency, sanityCheck, distinct);
   config.server.urls = [url];
   const client = threads ? undefined : makeClient(config, undefined);
   // The recording view forwards everything to the client (bound, as it has private fields) and taps generate.
@@ -196,9 +198,18 @@ async function measureThreads(url) {
 }
 
 const started = performance.now();
-const fake = await startFakeSglangProcess(root, story);
+// The scripted story's final answer is the same for every trajectory, so every trajectory's text repeats and the chat
+// caches hit more than in a real run. A rollout with a seed gets one of 3,000 real GSM8K solutions instead, picked by
+// its sampling seed: every trajectory's answer is new text for the drift check to render and encode.
+const solutions = readFileSync(path.join(root, "../shared/datasets/gsm8k/train.jsonl"), "utf8")
+  .trim()
+  .split("\n")
+  .slice(0, 3000)
+  .map((line) => [...parts.model.encode(`<think>\n\n</think>\n\n${JSON.parse(line).answer}`), story.turn2.at(-1)]);
+const fake = await startFakeSglangProcess(root, { ...story, turn2Variants: solutions });
 const results = [];
 let noDriftCheck;
+let distinctAnswers;
 let stages;
 let startup;
 let threadResults;
@@ -239,6 +250,7 @@ try {
     off: await agentrlRun(fake.url, drift.concurrency, drift.trajectories, { sanityCheck: "disable" }),
     strict: await agentrlRun(fake.url, drift.concurrency, drift.trajectories),
   };
+  distinctAnswers = await agentrlRun(fake.url, drift.concurrency, drift.trajectories, { distinct: true });
   stages = { concurrency: drift.concurrency, cpuPerTurnUs: drift.agentrl.cpuPerTurnUs, ...(await profileStages(() => agentrlRun(fake.url, drift.concurrency, drift.trajectories))) };
   startup = JSON.parse(
     execFileSync(process.execPath, [path.join(path.dirname(fileURLToPath(import.meta.url)), "lib/startup-probe.mjs"), fake.url], { encoding: "utf8" }),
@@ -307,6 +319,13 @@ out.push(
     `${noDriftCheck.concurrency}: ${noDriftCheck.off.rate.toFixed(0)} turns/s and ` +
     `${(noDriftCheck.off.cpuPerTurnUs / 1000).toFixed(2)} ms CPU/turn, against ${noDriftCheck.strict.rate.toFixed(0)} ` +
     `turns/s and ${(noDriftCheck.strict.cpuPerTurnUs / 1000).toFixed(2)} ms with \`strict\` (the default) run right after it.`,
+);
+out.push("");
+out.push(
+  `With distinct answers (every trajectory's final turn one of 3,000 GSM8K solutions, so the drift check renders and ` +
+    `encodes new text, as in a real run) at concurrency ${noDriftCheck.concurrency}: ` +
+    `${(distinctAnswers.cpuPerTurnUs / 1000).toFixed(2)} ms CPU/turn (drift: ` +
+    `${Object.entries(distinctAnswers.driftStatuses).map(([k, v]) => `${k} ${v}`).join(", ")}).`,
 );
 out.push("");
 out.push(
