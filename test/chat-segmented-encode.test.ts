@@ -6,7 +6,7 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import fc from "fast-check";
 import { Tokenizer } from "@huggingface/tokenizers";
-import { loadChatModel, type ChatModel } from "../src/chat/index.js";
+import { ChatModel, loadChatModel } from "../src/chat/index.js";
 import { readModelFiles } from "../src/chat/files.js";
 import { LruMap } from "../src/lru-map.js";
 import { addedTokenSplitter, encodeSegmented } from "../src/chat/segmented-encode.js";
@@ -69,6 +69,49 @@ describe("segmented encode", () => {
       );
     });
   }
+
+  for (const name of ["qwen3", "qwen25-style", "llama3-style"]) {
+    it(`${name}: encodeAfter a known text equals the whole text's encode, whatever follows the known text`, () => {
+      const { model, whole, added } = pairs[name]!;
+      // The continuation may start inside an added token's text, or complete a longer one.
+      const continuation = fc.oneof(
+        textOf(added),
+        fc.tuple(fc.constantFrom(...added), fc.nat(), textOf(added)).map(([token, at, rest]) => token.slice(at % token.length) + rest),
+      );
+      fc.assert(
+        fc.property(textOf(added), continuation, fc.nat(), (prefix, rest, cut) => {
+          const known = { text: prefix, ids: model.encode(prefix) };
+          for (const text of [prefix + rest, prefix.slice(0, cut % (prefix.length + 1)) + rest]) {
+            expect(model.encodeAfter(known, text)).toEqual(whole(text));
+          }
+        }),
+        { numRuns: 300, seed: 20261126 },
+      );
+    });
+  }
+
+  it("encodeAfter on a rendered prompt's conversation, and on a text that differs before the prompt's end", () => {
+    const { model } = pairs.qwen3!;
+    const known = model.renderTokens([{ role: "user", content: "What is 2 + 2?" }], { addGenerationPrompt: true });
+    expect(known.text.endsWith("<|im_start|>assistant\n")).toBe(true);
+    const text = `${known.text}It is 4.<|im_end|>\n`;
+    expect(model.encodeAfter(known, text)).toEqual(model.encode(text));
+    // A text that differs before the cut is encoded whole, and still right.
+    const other = known.text.replace("2 + 2", "3 + 3") + "It is 6.";
+    expect(model.encodeAfter(known, other)).toEqual(model.encode(other));
+  });
+
+  it("encodeAfter encodes whole when a longer added token contains the known text's last one", async () => {
+    // "<|im_start|>assistant" as an added token: after "…<|im_start|>" a continuation "assistant" joins it.
+    const files = await readModelFiles(QWEN3_DIR);
+    const id = Math.max(...files.tokenizerJson.added_tokens.map((t) => t.id)) + 1;
+    files.tokenizerJson.added_tokens.push({ id, content: "<|im_start|>assistant", special: true } as never);
+    const model = new ChatModel(files);
+    const known = { text: "hi<|im_start|>", ids: model.encode("hi<|im_start|>") };
+    const text = "hi<|im_start|>assistant\nok";
+    expect(model.encode(text)).toContain(id);
+    expect(model.encodeAfter(known, text)).toEqual(model.encode(text));
+  });
 
   it("splits Qwen3 text at its added tokens, so a repeated piece is encoded once", () => {
     const files = { added_tokens: [{ content: "<|im_start|>" }, { content: "<|im_end|>" }] };

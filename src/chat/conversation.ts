@@ -10,7 +10,7 @@
 import { AgentrlError } from "../errors.js";
 import { environmentDeltaText } from "./delta.js";
 import { compareTokens, type DriftMode, type DriftReport } from "./drift.js";
-import type { ChatModel } from "./model.js";
+import type { ChatModel, EncodedText } from "./model.js";
 import type { ChatMessage, ToolCall, ToolSchema } from "./messages.js";
 
 export type SegmentKind = "prompt" | "assistant" | "tool" | "user";
@@ -90,6 +90,8 @@ export class Conversation {
   private readonly messageList: ChatMessage[] = [];
   private readonly warn: ((message: string) => void) | undefined;
   private readonly promptLengthValue: number;
+  /** The rendered prompt and its ids: the drift check's render starts with it (encodeAfter). */
+  private readonly prompt: EncodedText;
   private assistantTurnCount = 0;
   /** True while the record ends with sampled tokens; false while it ends with a generation prompt. */
   private inAssistantTurn = false;
@@ -104,9 +106,9 @@ export class Conversation {
     this.driftMode = options.driftMode ?? "strict";
     this.warn = options.warn;
     this.messageList.push(...messages.map((message) => ({ ...message })));
-    const promptIds = model.renderTokens(messages, this.renderOptions(true));
-    this.push({ kind: "prompt", turn: 0 }, promptIds, 0, undefined);
-    this.promptLengthValue = promptIds.length;
+    this.prompt = model.renderTokens(messages, this.renderOptions(true));
+    this.push({ kind: "prompt", turn: 0 }, this.prompt.ids, 0, undefined);
+    this.promptLengthValue = this.prompt.ids.length;
   }
 
   /** Renders the prompt messages with the generation prompt: the tokens the first request sends. */
@@ -216,7 +218,7 @@ export class Conversation {
   /** Re-renders the message list and compares it with the accumulated tokens. Records the result; never rewrites. */
   driftCheck(mode: DriftMode = this.driftMode): DriftReport {
     if (mode === "off") return compareTokens(this.model, this.ids, this.ids, "off");
-    let rendered = this.model.encode(this.model.render(this.messageList, this.renderOptions(!this.inAssistantTurn)));
+    let rendered = this.model.encodeAfter(this.prompt, this.model.render(this.messageList, this.renderOptions(!this.inAssistantTurn)));
     if (this.inAssistantTurn) rendered = this.withoutTurnClosing(rendered);
     const report = compareTokens(this.model, this.ids, rendered, mode);
     this.driftMetrics.checks += 1;

@@ -23,6 +23,18 @@ export interface RenderOptions {
   templateKwargs?: Record<string, unknown>;
 }
 
+/** A text with its ids: a render kept with its encode (renderTokens). */
+export interface EncodedText {
+  readonly text: string;
+  readonly ids: readonly number[];
+}
+
+/** Where an encoded text's last added token ends: the prefix through it, and how many of its ids that prefix has. */
+interface AddedTokenCut {
+  prefix: string;
+  tokens: number;
+}
+
 export interface DecodeOptions {
   /** Drop tokens flagged `special` (control tokens such as `<|im_end|>`), as transformers' skip_special_tokens does. */
   skipSpecialTokens?: boolean;
@@ -63,6 +75,8 @@ export class ChatModel {
   private readonly pieceCache = new LruMap<string, number[]>(ENCODE_CACHE_ENTRIES);
   /** Rendered texts by (tools, messages, options), and their ids once asked for (renderTokens); LRU. */
   private readonly renderCache = new LruMap<string, { text: string; ids?: readonly number[] }>(RENDER_CACHE_ENTRIES);
+  /** encodeAfter's cut of each known text it was given (null: none usable). */
+  private readonly cuts = new WeakMap<EncodedText, AddedTokenCut | null>();
   /** A short key per tool list (see toolsKey). */
   private readonly toolsKeys = new WeakMap<readonly ToolSchema[], string>();
   private readonly toolsKeysByJson = new Map<string, string>();
@@ -223,9 +237,54 @@ export class ChatModel {
    * encode(render(messages)), kept with the render: the n samples of a prompt start from the same prompt, and the
    * encode, not only the render, is then done once.
    */
-  renderTokens(messages: readonly ChatMessage[], options: RenderOptions = {}): readonly number[] {
+  renderTokens(messages: readonly ChatMessage[], options: RenderOptions = {}): EncodedText {
     const entry = this.cachedRender(messages, options);
-    return (entry.ids ??= this.encode(entry.text));
+    entry.ids ??= this.encode(entry.text);
+    return entry as EncodedText;
+  }
+
+  /**
+   * encode(text) for a text that starts as `known` does (a conversation's render starts with its prompt's): the ids
+   * of `known` through its last added token are reused and only the rest is encoded, so the long system prompt is
+   * neither scanned nor looked up again. Exact because encode splits at added tokens and encodes the text on either
+   * side independently (segmented-encode.ts); a text that does not start so is encoded whole.
+   */
+  encodeAfter(known: EncodedText, text: string): number[] {
+    const cut = this.cutOf(known);
+    if (cut === null || !text.startsWith(cut.prefix)) return this.encode(text);
+    const out = known.ids.slice(0, cut.tokens);
+    for (const id of this.encode(text.slice(cut.prefix.length))) out.push(id);
+    return out;
+  }
+
+  private cutOf(known: EncodedText): AddedTokenCut | null {
+    let cut = this.cuts.get(known);
+    if (cut === undefined) {
+      cut = this.findCut(known);
+      this.cuts.set(known, cut);
+    }
+    return cut;
+  }
+
+  /**
+   * The last added token of `known`, when splitting there is exact in any continuation: the tokenizer splits at
+   * added tokens (addedTokenSplitter), and no longer added token contains this one, so no match in another
+   * continuation can start before it and run past it.
+   */
+  private findCut(known: EncodedText): AddedTokenCut | null {
+    if (!this.addedTokenSplitter) return null;
+    let index = known.ids.length - 1;
+    while (index >= 0 && !this.addedIds.has(known.ids[index]!)) index -= 1;
+    if (index < 0) return null;
+    const token = this.idToToken(known.ids[index]!);
+    if (token === undefined || token.length === 0) return null;
+    for (const id of this.addedIds) {
+      const other = this.idToToken(id);
+      if (other !== undefined && other !== token && other.includes(token)) return null;
+    }
+    const at = known.text.lastIndexOf(token);
+    if (at < 0) return null;
+    return { prefix: known.text.slice(0, at + token.length), tokens: index + 1 };
   }
 
   private cachedRender(messages: readonly ChatMessage[], options: RenderOptions): { text: string; ids?: readonly number[] } {
