@@ -75,6 +75,8 @@ describe("table decoder", () => {
     // Every single id alone, the other place split characters show (a lone continuation byte is U+FFFD).
     const singles = Array.from({ length: model.vocabSize + 8 }, (_, id) => [id]);
     for (const ids of singles) expect(model.decode(ids)).toBe(model.decodeWithLibrary(ids));
+    // A leading byte-order mark is text like any other: kept, as the library keeps it.
+    for (const text of ["\uFEFFhello", "\uFEFF", "a\uFEFFb"]) expect(model.decode(model.encode(text))).toBe(text);
   });
 
   it("matches with added tokens that are not special, additional_special_tokens and embedding padding", async () => {

@@ -70,9 +70,9 @@ class TableDecoder implements ByteDecoder {
   private readonly kind: Uint8Array;
   private readonly special: Uint8Array;
   private readonly addedText = new Map<number, string>();
-  private readonly utf8 = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true });
   /** Scratch space for one run of ordinary tokens, grown as needed. */
-  private scratch = new Uint8Array(4096);
+  /** A Buffer: its utf8 toString is cheaper per call than TextDecoder, and replaces bad bytes the same way. */
+  private scratch = Buffer.allocUnsafe(4096);
 
   constructor(source: ByteDecoderSource) {
     const n = source.vocabSize;
@@ -138,19 +138,20 @@ class TableDecoder implements ByteDecoder {
       const from = offsets[id]!;
       const to = offsets[id + 1]!;
       if (length + to - from > this.scratch.length) this.grow(length + to - from);
-      this.scratch.set(bytes.subarray(from, to), length);
-      length += to - from;
+      // A byte loop: tokens are a few bytes, and a subarray per token was the decoder's main allocation.
+      const scratch = this.scratch;
+      for (let at = from; at < to; at++) scratch[length++] = bytes[at]!;
     }
     return length > 0 ? text + this.flush(length) : text;
   }
 
   private flush(length: number): string {
-    return this.utf8.decode(this.scratch.subarray(0, length));
+    return this.scratch.toString("utf8", 0, length);
   }
 
   private grow(needed: number): void {
-    const next = new Uint8Array(Math.max(needed, this.scratch.length * 2));
-    next.set(this.scratch);
+    const next = Buffer.allocUnsafe(Math.max(needed, this.scratch.length * 2));
+    this.scratch.copy(next);
     this.scratch = next;
   }
 }

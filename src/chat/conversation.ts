@@ -82,10 +82,10 @@ export class Conversation {
   readonly driftMetrics: DriftMetrics = { checks: 0, mismatches: 0 };
   lastDriftReport: DriftReport | undefined;
 
-  private readonly ids: number[] = [];
-  private readonly mask: number[] = [];
-  private readonly logprobs: number[] = [];
-  private readonly segmentOfToken: number[] = [];
+  private readonly ids: number[];
+  private readonly mask: number[];
+  private readonly logprobs: number[];
+  private readonly segmentOfToken: number[];
   private readonly segmentList: Segment[] = [];
   private readonly messageList: ChatMessage[] = [];
   private readonly warn: ((message: string) => void) | undefined;
@@ -107,8 +107,15 @@ export class Conversation {
     this.warn = options.warn;
     this.messageList.push(...messages.map((message) => ({ ...message })));
     this.prompt = model.renderTokens(messages, this.renderOptions(true));
-    this.push({ kind: "prompt", turn: 0 }, this.prompt.ids, 0, undefined);
-    this.promptLengthValue = this.prompt.ids.length;
+    // The prompt fills the per-token arrays in one go (a push per token grew four arrays a few times each).
+    const n = this.prompt.ids.length;
+    this.ids = this.prompt.ids.slice();
+    this.mask = new Array<number>(n).fill(0);
+    this.logprobs = new Array<number>(n).fill(0);
+    this.segmentOfToken = new Array<number>(n).fill(0);
+    this.segmentList.push({ kind: "prompt", turn: 0, start: 0, end: n });
+    this.checkInvariants();
+    this.promptLengthValue = n;
   }
 
   /** Renders the prompt messages with the generation prompt: the tokens the first request sends. */
