@@ -1,5 +1,5 @@
 /**
- * List-of-number columns are built straight into arrow buffers (src/data/parquet.ts numericListColumn); they must
+ * List-of-number columns are built straight into arrow buffers (src/data/arrow-columns.ts); they must
  * read back exactly, with every element type the trajectory schema uses, with empty lists, and with a null row
  * (which takes the generic builder).
  */

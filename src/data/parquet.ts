@@ -20,6 +20,7 @@ import {
 } from "apache-arrow";
 import * as parquet from "parquet-wasm";
 import { writeFileAtomic } from "./atomic.js";
+import { flatColumn, listColumn } from "./arrow-columns.js";
 import { checkInputFile, describeFileError } from "./input-file.js";
 import { InputError } from "../errors.js";
 
@@ -54,55 +55,13 @@ export function rowsToTable(
 }
 
 function buildColumn(field: Field, rows: readonly Record<string, unknown>[]): Vector {
-  const fast = numericListColumn(field, rows);
-  if (fast) return fast;
+  const values = rows.map((row) => row[field.name]);
+  const fast = listColumn(field.type, values) ?? flatColumn(field.type, values);
+  if (fast) return new Vector([fast]);
   const builder = makeBuilder({ type: field.type, nullValues: [null, undefined] });
   const coerce = coercerFor(field.type);
-  for (const row of rows) builder.append(coerce(row[field.name]));
+  for (const value of values) builder.append(coerce(value));
   return builder.finish().toVector();
-}
-
-/** Typed arrays for the fixed-width number types a list column can hold without bigint conversion. */
-const NUMERIC_ARRAYS: Record<string, new (length: number) => Int8Array | Int16Array | Int32Array | Float32Array | Float64Array> = {
-  Int8: Int8Array,
-  Int16: Int16Array,
-  Int32: Int32Array,
-  Float32: Float32Array,
-  Float64: Float64Array,
-};
-
-/**
- * A list-of-numbers column (token ids, masks, log-probs: most of a trajectory's bytes) built straight into its
- * offsets and values buffers: the generic builder appends element by element, which made trajectory parquet writes
- * several times slower. Undefined (the builder then handles it) for other types, or when a row holds no array.
- */
-function numericListColumn(field: Field, rows: readonly Record<string, unknown>[]): Vector | undefined {
-  if (!DataType.isList(field.type)) return undefined;
-  const elementType = field.type.children[0]!.type;
-  const name = DataType.isInt(elementType)
-    ? elementType.bitWidth === 64 || !elementType.isSigned ? undefined : `Int${elementType.bitWidth}`
-    : DataType.isFloat(elementType)
-      ? ({ 1: "Float32", 2: "Float64" } as Record<number, string>)[elementType.precision]
-      : undefined;
-  const ArrayType = name ? NUMERIC_ARRAYS[name] : undefined;
-  if (!ArrayType) return undefined;
-  let total = 0;
-  for (const row of rows) {
-    const value = row[field.name];
-    if (!Array.isArray(value)) return undefined;
-    total += value.length;
-  }
-  const offsets = new Int32Array(rows.length + 1);
-  const values = new ArrayType(total);
-  let at = 0;
-  // Index loops: an iterator per row here was the writer's largest allocation.
-  for (let i = 0; i < rows.length; i++) {
-    const list = rows[i]![field.name] as number[];
-    for (let k = 0; k < list.length; k++) values[at++] = list[k]!;
-    offsets[i + 1] = at;
-  }
-  const child = makeData({ type: elementType, length: total, nullCount: 0, data: values });
-  return new Vector([makeData({ type: field.type, length: rows.length, nullCount: 0, valueOffsets: offsets, child })]);
 }
 
 type Coerce = (value: unknown) => unknown;

@@ -106,18 +106,47 @@ export function parseTrajectory(value: unknown, place: string): Trajectory {
   return parsed.data;
 }
 
-/** Appends lines with write(2); on open, drops a torn last line left by a kill mid-write. */
+/**
+ * Appends lines with write(2); on open, drops a torn last line left by a kill mid-write.
+ *
+ * Lines appended in one turn of the event loop go out in one write(2), after the loop's I/O callbacks: at 64
+ * trajectories in flight several finish per turn, and a write per line was a fifth of the writer's CPU. The promise
+ * `append` returns settles once its line is written, so a caller that awaits it still has it on disk (in the page
+ * cache, safe from a kill) before it goes on.
+ */
 class LineAppender {
   private fd: number;
+  private batch: string[] = [];
+  private batchWritten: Promise<void> | undefined;
   constructor(readonly file: string) {
     this.fd = openSync(file, "a+");
     dropTornLastLine(this.fd);
   }
-  append(line: string): void {
-    writeSync(this.fd, `${line}\n`);
+  append(line: string): Promise<void> {
+    this.batch.push(`${line}\n`);
+    this.batchWritten ??= new Promise<void>((resolve, reject) => {
+      setImmediate(() => {
+        try {
+          this.flush();
+          resolve();
+        } catch (err) {
+          reject(err);
+        }
+      });
+    });
+    return this.batchWritten;
+  }
+  /** Writes the lines appended so far now. */
+  flush(): void {
+    const lines = this.batch;
+    this.batch = [];
+    this.batchWritten = undefined;
+    if (lines.length > 0) writeSync(this.fd, lines.join(""));
   }
   /** Atomically replaces the file's content with `lines` (temporary file, fsync, rename) and appends there next. */
   replaceWith(lines: readonly string[]): void {
+    // Lines not yet written belong to the old content; the caller's `lines` hold whatever of them is still needed.
+    this.flush();
     const temp = temporarySibling(this.file);
     writeFileSync(temp, lines.map((line) => `${line}\n`).join(""));
     const tempFd = openSync(temp, "r+");
@@ -128,6 +157,7 @@ class LineAppender {
     this.fd = openSync(this.file, "a+");
   }
   close(): void {
+    this.flush();
     closeSync(this.fd);
   }
 }
@@ -201,8 +231,8 @@ async function openJsonl(file: string, options: OpenOptions): Promise<Trajectory
       return written;
     },
     async write(trajectory) {
-      appender.append(JSON.stringify(trajectory));
       written += 1;
+      await appender.append(JSON.stringify(trajectory));
     },
     async close() {
       appender.close();
@@ -321,11 +351,11 @@ function partsWriter(state: {
       return written;
     },
     write(trajectory) {
-      appender.append(JSON.stringify(trajectory));
+      const journaled = appender.append(JSON.stringify(trajectory));
       pending.push(trajectory);
       written += 1;
       if (pending.length >= rowGroupSize) chain = chain.then(flushPart);
-      return chain;
+      return Promise.all([journaled, chain]).then(() => undefined);
     },
     async close() {
       await chain;
