@@ -63,6 +63,23 @@ describe.each(["parquet", "jsonl"])("trajectory store (%s)", (ext) => {
     expect((await readAll(file)).map((t) => t.id)).toHaveLength(20);
   });
 
+  it("a write that resolved is on disk: lines of one event-loop turn go out together, before their writes resolve", async () => {
+    const file = path.join(tmp(), `t.${ext}`);
+    const writer = await openTrajectoryWriter(file, { rowGroupSize: 100 });
+    const journal = ext === "jsonl" ? file : path.join(`${file}.parts`, "pending.jsonl");
+    const lines = () => readFileSync(journal, "utf8").split("\n").filter(Boolean).length;
+    const batch = [0, 1, 2].map((i) => writer.write(makeTrajectory(i)));
+    // Not yet: the turn's lines are written after its callbacks, in one write.
+    expect(lines()).toBe(0);
+    await batch[0];
+    expect(lines()).toBe(3);
+    await Promise.all(batch);
+    await writer.write(makeTrajectory(3));
+    expect(lines()).toBe(4);
+    await writer.close();
+    expect((await readAll(file)).map((t) => t.id).sort()).toEqual([0, 1, 2, 3].map((i) => makeTrajectory(i).id).sort());
+  });
+
   it("drops a torn last line left by a kill mid-write", async () => {
     const file = path.join(tmp(), `t.${ext}`);
     const writer = await openTrajectoryWriter(file, { rowGroupSize: 100 });
