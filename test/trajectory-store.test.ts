@@ -6,6 +6,7 @@ import { describe, expect, it } from "vitest";
 import { appendFileSync, existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { openTrajectoryWriter, readTrajectories } from "../src/data/trajectory-store.js";
+import { readParquetInfo } from "../src/data/parquet.js";
 import { rewritePartWithout } from "../src/data/trajectory-compaction.js";
 import { makeTrajectory } from "./helpers/trajectories.js";
 import { pythonJson } from "./helpers/python.js";
@@ -95,6 +96,23 @@ describe.each(["parquet", "jsonl"])("trajectory store (%s)", (ext) => {
 });
 
 describe("trajectory parquet", () => {
+  it("many writers at once still fill whole row groups (a part per arrival made one row group per trajectory or two)", async () => {
+    const file = path.join(tmp(), "t.parquet");
+    const writer = await openTrajectoryWriter(file, { rowGroupSize: 32 });
+    // 256 slots each awaiting its own write, as runRollout's slots do at concurrency 256.
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: 256 }, async () => {
+        while (next < 1024) await writer.write(makeTrajectory(next++));
+      }),
+    );
+    await writer.close();
+    const info = await readParquetInfo(file);
+    expect(info.numRows).toBe(1024);
+    // 1024 / 32 = 32 full groups; a part taking more than 32 rows may end in one partial group.
+    expect(info.numRowGroups).toBeLessThanOrEqual(2 * (1024 / 32));
+  });
+
   it("resuming a finished file appends to it", async () => {
     const file = path.join(tmp(), "t.parquet");
     const a = await openTrajectoryWriter(file);

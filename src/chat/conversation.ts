@@ -85,7 +85,6 @@ export class Conversation {
   private readonly ids: number[];
   private readonly mask: number[];
   private readonly logprobs: number[];
-  private readonly segmentOfToken: number[];
   private readonly segmentList: Segment[] = [];
   private readonly messageList: ChatMessage[] = [];
   private readonly warn: ((message: string) => void) | undefined;
@@ -112,7 +111,6 @@ export class Conversation {
     this.ids = this.prompt.ids.slice();
     this.mask = new Array<number>(n).fill(0);
     this.logprobs = new Array<number>(n).fill(0);
-    this.segmentOfToken = new Array<number>(n).fill(0);
     this.segmentList.push({ kind: "prompt", turn: 0, start: 0, end: n });
     this.checkInvariants();
     this.promptLengthValue = n;
@@ -354,7 +352,6 @@ export class Conversation {
       this.ids.push(ids[i]!);
       this.mask.push(maskValue);
       this.logprobs.push(maskValue === 1 ? (logprobs?.[i] ?? 0) : 0);
-      this.segmentOfToken.push(segmentIndex);
     }
     this.segmentList[segmentIndex]!.end = this.ids.length;
     this.checkInvariants();
@@ -363,11 +360,8 @@ export class Conversation {
   /** Every per-token array has one entry per token, and the segments tile the sequence. A failure here is a bug. */
   private checkInvariants(): void {
     const n = this.ids.length;
-    if (this.mask.length !== n || this.logprobs.length !== n || this.segmentOfToken.length !== n) {
-      throw new AgentrlError(
-        `conversation invariant broken: ${n} ids, ${this.mask.length} mask, ${this.logprobs.length} logprobs, ` +
-          `${this.segmentOfToken.length} segment entries`,
-      );
+    if (this.mask.length !== n || this.logprobs.length !== n) {
+      throw new AgentrlError(`conversation invariant broken: ${n} ids, ${this.mask.length} mask, ${this.logprobs.length} logprobs`);
     }
     let cursor = 0;
     for (const segment of this.segmentList) {
