@@ -126,7 +126,9 @@ export class Conversation {
    * same assistant turn (a continued or resumed generation).
    */
   appendSampled(ids: readonly number[], logprobs?: readonly number[], info: SampledTurnInfo = {}): void {
-    for (const [i, id] of ids.entries()) {
+    // Index loops here and below: entries() makes a pair per token.
+    for (let i = 0; i < ids.length; i++) {
+      const id = ids[i]!;
       if (!Number.isInteger(id) || id < 0 || id >= this.model.embeddingSize) {
         throw new AgentrlError(`sampled token ${i} is ${id}, not an id of this model (vocabulary ${this.model.vocabSize}, embedding ${this.model.embeddingSize})`);
       }
@@ -347,7 +349,6 @@ export class Conversation {
     maskValue: 0 | 1,
     logprobs: readonly number[] | undefined,
   ): void {
-    // An index loop: entries() makes a pair per token, and prompts are hundreds of tokens.
     for (let i = 0; i < ids.length; i++) {
       this.ids.push(ids[i]!);
       this.mask.push(maskValue);
