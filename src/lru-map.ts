@@ -1,6 +1,7 @@
 /**
- * A map that keeps its `maxEntries` most recently used entries: the chat caches (renders, encoded pieces) and the
- * engine pool's sticky trajectory → server pins.
+ * A map that keeps its `maxEntries` most recently used entries: the engine pool's sticky trajectory → server pins,
+ * where forgetting a live trajectory's server would cost it its prefix cache. (Caches that may start over use
+ * memo-map.ts.)
  */
 export class LruMap<K, V> {
   private readonly entries = new Map<K, V>();

@@ -8,7 +8,7 @@ import fc from "fast-check";
 import { Tokenizer } from "@huggingface/tokenizers";
 import { ChatModel, loadChatModel } from "../src/chat/index.js";
 import { readModelFiles } from "../src/chat/files.js";
-import { LruMap } from "../src/lru-map.js";
+import { MemoMap } from "../src/memo-map.js";
 import { addedTokenSplitter, encodeSegmented } from "../src/chat/segmented-encode.js";
 import { QWEN3_DIR, materializeFixtureModel } from "./fixtures/templates/materialize.js";
 import { tempDir } from "./helpers/tmp.js";
@@ -118,7 +118,7 @@ describe("segmented encode", () => {
     const splitter = addedTokenSplitter(files);
     expect(splitter).toBeDefined();
     const seen: string[] = [];
-    const cache = new LruMap<string, number[]>(16);
+    const cache = new MemoMap<string, number[]>(16);
     const encode = (text: string) =>
       encodeSegmented(text, splitter, (t) => (t === "<|im_start|>" ? 1 : 2), (piece) => (seen.push(piece), [piece.length + 100]), cache);
     expect(encode("<|im_start|>system\nhi<|im_end|>\n<|im_start|>user\nq<|im_end|>")).toEqual([1, 109, 2, 101, 1, 106, 2]);
@@ -137,7 +137,7 @@ describe("segmented encode", () => {
 
   it("prefers the longest added token at a position, as the tokenizer's matcher does", () => {
     const splitter = addedTokenSplitter({ added_tokens: [{ content: "<a>" }, { content: "<a><b>" }] })!;
-    const ids = encodeSegmented("x<a><b>y<a>", splitter, (t) => (t === "<a>" ? 1 : 2), (p) => [p.charCodeAt(0)], new LruMap<string, number[]>(4));
+    const ids = encodeSegmented("x<a><b>y<a>", splitter, (t) => (t === "<a>" ? 1 : 2), (p) => [p.charCodeAt(0)], new MemoMap<string, number[]>(4));
     expect(ids).toEqual([120, 2, 121, 1]);
   });
 });

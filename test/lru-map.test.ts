@@ -1,4 +1,4 @@
-/** LruMap backs the chat caches and the engine pool's sticky pins: it forgets the least recently used entry first. */
+/** LruMap backs the engine pool's sticky pins: it forgets the least recently used entry first. */
 import { describe, expect, it } from "vitest";
 import { LruMap } from "../src/lru-map.js";
 

@@ -10,7 +10,7 @@ import { Tokenizer } from "@huggingface/tokenizers";
 import { Template } from "./jinja.js";
 import { InputError } from "../errors.js";
 import { readModelFiles, tokenText, type ModelFiles } from "./files.js";
-import { LruMap } from "../lru-map.js";
+import { MemoMap } from "../memo-map.js";
 import { addedTokenSplitter, encodeSegmented } from "./segmented-encode.js";
 import { byteLevelDecoder, type ByteDecoder } from "./byte-decoder.js";
 import { wordMemoEncoder } from "./word-encoder.js";
@@ -71,10 +71,10 @@ export class ChatModel {
   readonly chatTemplate: string;
 
   private readonly tokenizer: Tokenizer;
-  /** Encodings of the text between added tokens, least recently used first out. */
-  private readonly pieceCache = new LruMap<string, number[]>(ENCODE_CACHE_ENTRIES);
-  /** Rendered texts by (tools, messages, options), and their ids once asked for (renderTokens); LRU. */
-  private readonly renderCache = new LruMap<string, { text: string; ids?: readonly number[] }>(RENDER_CACHE_ENTRIES);
+  /** Encodings of the text between added tokens. */
+  private readonly pieceCache = new MemoMap<string, number[]>(ENCODE_CACHE_ENTRIES);
+  /** Rendered texts by (tools, messages, options), and their ids once asked for (renderTokens). */
+  private readonly renderCache = new MemoMap<string, { text: string; ids?: readonly number[] }>(RENDER_CACHE_ENTRIES);
   /** encodeAfter's cut of each known text it was given (null: none usable). */
   private readonly cuts = new WeakMap<EncodedText, AddedTokenCut | null>();
   /** A short key per tool list (see toolsKey). */

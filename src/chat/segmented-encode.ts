@@ -13,7 +13,7 @@
  * same for every prompt of a run, a user question for the n samples and every re-render of their conversation,
  * the generation prompt for every turn. With pieces cached, only new text reaches the tokenizer.
  */
-import type { LruMap } from "../lru-map.js";
+import type { MemoMap } from "../memo-map.js";
 
 interface AddedTokenSpec {
   content: string;
@@ -54,7 +54,7 @@ export function encodeSegmented(
   splitter: RegExp | undefined,
   addedId: (content: string) => number,
   encodePiece: (piece: string) => number[],
-  cache: LruMap<string, number[]>,
+  cache: MemoMap<string, number[]>,
 ): number[] {
   const cachedPiece = (piece: string): number[] => {
     let ids = cache.get(piece);

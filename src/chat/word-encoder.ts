@@ -19,8 +19,9 @@
  * none.
  */
 import type { Tokenizer } from "@huggingface/tokenizers";
+import { MemoMap } from "../memo-map.js";
 
-/** Words whose ids are kept; past this the memo starts over (cheaper than LRU order on every lookup). */
+/** Words whose ids are kept; past this the memo starts over. */
 const MEMO_WORDS = 200_000;
 /** Longer words (a run of spaces, a long number-free token) are encoded each time. */
 const MAX_MEMO_WORD_CHARS = 64;
@@ -56,15 +57,12 @@ export function wordMemoEncoder(tokenizer: Tokenizer, json: TokenizerJsonShape):
   const pattern = splitPatternOf(tokenizer, json);
   if (!pattern) return undefined;
   const nfc = (json.normalizer as { type?: string } | null | undefined)?.type === "NFC";
-  const memo = new Map<string, number[]>();
+  const memo = new MemoMap<string, number[]>(MEMO_WORDS);
   const encodeWord = (word: string): number[] => {
     const known = memo.get(word);
     if (known !== undefined) return known;
     const ids = tokenizer.encode(word, { add_special_tokens: false }).ids;
-    if (word.length <= MAX_MEMO_WORD_CHARS) {
-      if (memo.size >= MEMO_WORDS) memo.clear();
-      memo.set(word, ids);
-    }
+    if (word.length <= MAX_MEMO_WORD_CHARS) memo.set(word, ids);
     return ids;
   };
   return (piece) => {
