@@ -85,7 +85,8 @@ function flattenLists(lists: readonly unknown[]): { valueOffsets: Int32Array; it
 export function listColumn(type: DataType, lists: readonly unknown[]): Data | undefined {
   if (!DataType.isList(type)) return undefined;
   const itemType = type.children[0]!.type;
-  if (numberArrayOf(itemType)) return numberListColumn(type, itemType, lists);
+  const ArrayType = numberArrayOf(itemType);
+  if (ArrayType) return numberListColumn(type, itemType, ArrayType, lists);
   if (!DataType.isStruct(itemType)) return undefined;
   const flat = flattenLists(lists);
   const child = flat && structColumn(itemType, flat.items);
@@ -94,14 +95,18 @@ export function listColumn(type: DataType, lists: readonly unknown[]): Data | un
 }
 
 /** Lists of numbers (token ids, masks, log-probs: most of a trajectory's bytes), copied straight into one array. */
-function numberListColumn(type: DataType, itemType: DataType, lists: readonly unknown[]): Data | undefined {
+function numberListColumn(
+  type: DataType,
+  itemType: DataType,
+  ArrayType: new (length: number) => NumberArray,
+  lists: readonly unknown[],
+): Data | undefined {
   let total = 0;
   for (let i = 0; i < lists.length; i++) {
     const list = lists[i];
     if (Array.isArray(list)) total += list.length;
     else if (!isMissing(list)) return undefined;
   }
-  const ArrayType = numberArrayOf(itemType)!;
   const values = new ArrayType(total);
   const valueOffsets = new Int32Array(lists.length + 1);
   let at = 0;

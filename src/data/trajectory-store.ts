@@ -256,11 +256,10 @@ async function openParquet(file: string, options: OpenOptions): Promise<Trajecto
   // (trajectory-compaction.ts says why this survives a kill at any point).
   for (const part of partsWithDrops) await rewritePartWithout(path.join(partsDir, part), isFailed, rowGroupSize);
   const appender = new LineAppender(pendingFile);
-  const pendingLines = pending.map((t) => JSON.stringify(t));
-  if (pendingDrops) appender.replaceWith(pendingLines);
+  if (pendingDrops) appender.replaceWith(pending.map((t) => JSON.stringify(t)));
   const parts = await listParts(partsDir);
   const nextPart = parts.length === 0 ? 1 : partNumber(parts.at(-1)!) + 1;
-  return partsWriter({ file, partsDir, rowGroupSize, scan, pending, pendingLines, appender, nextPart });
+  return partsWriter({ file, partsDir, rowGroupSize, scan, pending, appender, nextPart });
 }
 
 /**
@@ -322,12 +321,10 @@ function partsWriter(state: {
   scan: ResumeScan;
   /** Trajectories in the journal and in no part yet. */
   pending: Trajectory[];
-  /** Their journal lines, kept so that rewriting the journal does not serialise them again. */
-  pendingLines: string[];
   appender: LineAppender;
   nextPart: number;
 }): TrajectoryWriter {
-  const { file, partsDir, rowGroupSize, scan, pending, pendingLines, appender } = state;
+  const { file, partsDir, rowGroupSize, scan, pending, appender } = state;
   let nextPart = state.nextPart;
   let written = 0;
   let chain: Promise<void> = Promise.resolve();
@@ -340,12 +337,11 @@ function partsWriter(state: {
     nextPart += 1;
     // Trajectories finishing while the part is written stay pending for the next part.
     const rows = pending.splice(0, pending.length);
-    pendingLines.splice(0, rows.length);
     // In row groups of rowGroupSize: close() copies the parts' row groups into the file as they are.
     await writeParquetRows(name, rows, trajectoryArrowSchema, TRAJECTORY_PARQUET(rowGroupSize));
     // Synchronously, so no write() interleaves: the journal now holds exactly what is still pending. A crash before
     // this leaves `rows` both in the part and in the journal; readers de-duplicate them.
-    appender.replaceWith(pendingLines);
+    appender.replaceWith(pending.map((t) => JSON.stringify(t)));
   };
 
   return {
@@ -357,10 +353,8 @@ function partsWriter(state: {
       return written;
     },
     write(trajectory) {
-      const line = JSON.stringify(trajectory);
-      const journaled = appender.append(line);
+      const journaled = appender.append(JSON.stringify(trajectory));
       pending.push(trajectory);
-      pendingLines.push(line);
       written += 1;
       // One queued part at a time. Queuing one per arrival while a part was being written made a part of one or
       // two trajectories for each arrival at high concurrency (1,039 row groups for 4,096 trajectories at 512).
