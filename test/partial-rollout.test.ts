@@ -3,36 +3,20 @@
  * token on the new weights. The turn keeps every token sampled before the cut, with its logprob, and each run of tokens
  * records the version that sampled it. An abort that no pause caused still ends the trajectory.
  */
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
-import { loadChatModel, type ChatModel } from "../src/chat/index.js";
+import { describe, expect, it } from "vitest";
 import { SglangClient } from "../src/engine/index.js";
-import { runTrajectory, type TrajectoryContext } from "../src/rollout/run-trajectory.js";
+import { runTrajectory } from "../src/rollout/run-trajectory.js";
 import { tokenStaleness } from "../src/data/version-spans.js";
-import { startFakeSglang, type FakeSglang, type FakeSglangOptions } from "./fake-sglang/index.js";
-import { QWEN3_DIR } from "./helpers/qwen3.js";
-import { plainSample as sample, singleTurnContext } from "./helpers/trajectory-context.js";
+import type { FakeSglang, FakeSglangOptions } from "./fake-sglang/index.js";
+import { plainSample as sample, singleTurnContext, singleTurnFixture } from "./helpers/trajectory-context.js";
 import { tinyQwenModel } from "./helpers/tiny-model.js";
 import { startInferenceServer } from "../src/serve/index.js";
 
-let model: ChatModel;
-beforeAll(async () => {
-  model = await loadChatModel(QWEN3_DIR);
-});
+const fixture = singleTurnFixture();
+const { cleanups } = fixture;
 
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!();
-});
-
-
-async function setup(options: FakeSglangOptions): Promise<{ server: FakeSglang; client: SglangClient; ctx: TrajectoryContext }> {
-  const server = await startFakeSglang({ partialAbort: true, ...options });
-  cleanups.push(() => server.close());
-  const client = new SglangClient({ servers: [server.url], maxRetries: 0 });
-  cleanups.push(() => client.close());
-  const ctx = singleTurnContext(model, client);
-  return { server, client, ctx };
-}
+/** A fake server that answers an abort with the tokens decoded so far, and a client that does not retry. */
+const setup = (options: FakeSglangOptions) => fixture.onFake({ partialAbort: true, ...options }, { maxRetries: 0 });
 
 const generateBodies = (server: FakeSglang) =>
   server.stats.log.filter((e) => e.path === "/generate").map((e) => e.body as { input_ids: number[]; sampling_params: { max_new_tokens: number } });
@@ -111,7 +95,7 @@ describe("partial rollouts on the embedded engine", () => {
     const client = new SglangClient({ servers: [engine.url], maxRetries: 0 });
     cleanups.push(() => client.close());
     // A random-init model rarely samples its end of turn: the turn runs to its budget, long enough to be cut.
-    const ctx = { ...singleTurnContext(model, client), maxResponseLength: 3000 };
+    const ctx = { ...singleTurnContext(fixture.model, client), maxResponseLength: 3000 };
     ctx.rollout = { ...ctx.rollout, seed: 5 };
     const running = runTrajectory(sample, ctx);
     // Cut it once it decodes (a pause before that would abort it with no token sampled on the old weights).

@@ -2,31 +2,16 @@
  * runTrajectory records the engine attempts a trajectory took as `retries`, on failure as on success: a trajectory
  * that failed after 4 attempts must say 3 retries, not 0, or a fault study reads transient faults as fatal ones.
  */
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
-import { loadChatModel, type ChatModel } from "../src/chat/index.js";
-import { SglangClient } from "../src/engine/index.js";
+import { describe, expect, it } from "vitest";
 import { runTrajectory, type TrajectoryContext } from "../src/rollout/run-trajectory.js";
-import { startFakeSglang, type FakeSglangOptions } from "./fake-sglang/index.js";
-import { QWEN3_DIR } from "./helpers/qwen3.js";
-import { plainSample as sample, singleTurnContext } from "./helpers/trajectory-context.js";
+import type { FakeSglangOptions } from "./fake-sglang/index.js";
+import { plainSample as sample, singleTurnFixture } from "./helpers/trajectory-context.js";
 
-let model: ChatModel;
-beforeAll(async () => {
-  model = await loadChatModel(QWEN3_DIR);
-});
-
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!();
-});
-
+const fixture = singleTurnFixture();
 
 async function setup(faults: FakeSglangOptions["faults"], maxRetries: number): Promise<TrajectoryContext> {
-  const server = await startFakeSglang({ faults });
-  cleanups.push(() => server.close());
-  const client = new SglangClient({ servers: [server.url], maxRetries, retryBaseDelayMs: 1, retryMaxDelayMs: 5, random: () => 0.5 });
-  cleanups.push(() => client.close());
-  return singleTurnContext(model, client);
+  const { ctx } = await fixture.onFake({ faults }, { maxRetries, retryBaseDelayMs: 1, retryMaxDelayMs: 5, random: () => 0.5 });
+  return ctx;
 }
 
 describe("runTrajectory: retries", () => {
