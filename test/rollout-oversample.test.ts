@@ -98,21 +98,33 @@ describe("agentrl rollout --over-sample-rate", () => {
   });
 
   it("does not start the samples still queued when the target is reached", async () => {
-    const server = await serverWithStragglers(8);
+    // Calls 0-6 answer at once; every call after the 8th hangs; the 8th (call 7, which reaches the target) answers
+    // only once calls 8-10 have arrived. The three slots not holding call 7 therefore each hold a straggler when the
+    // target is reached: those are aborted, and the five samples still queued never start. (Left to chance, which
+    // slots are between two samples at that moment depends on how the journal's writes are batched.)
+    let stragglersIn!: () => void;
+    const threeStragglers = new Promise<void>((resolve) => (stragglersIn = resolve));
+    fake = await startFakeSglang({
+      respond: async (_ids, _params, ctx) => {
+        if (ctx.callIndex === 7) await threeStragglers;
+        if (ctx.callIndex === 10) stragglersIn();
+        if (ctx.callIndex >= 8) await new Promise((r) => setTimeout(r, 60_000).unref());
+        return answer;
+      },
+    });
     const out = path.join(tmp("oversample-queued"), "t.jsonl");
-    const result = await rollout(server.url, out, ["--concurrency", "4", "--over-sample-rate", "0.5"]);
+    const result = await rollout(fake.url, out, ["--concurrency", "4", "--over-sample-rate", "0.5"]);
     expect(result.code, result.stderr).toBe(0);
     const report = JSON.parse(result.stdout);
-    // When the 8th finishes no slot takes a new sample; the slots still holding a straggler abort it (how many
-    // depends on which slots were between two samples at that moment), and the rest of the queue never starts.
-    const abortedCount = report.over_sample_aborted;
-    expect(abortedCount).toBeGreaterThanOrEqual(1);
-    expect(abortedCount).toBeLessThanOrEqual(3);
-    expect(abortedCount + report.over_sample_not_started).toBe(8);
+    expect(report.over_sample_aborted).toBe(3);
+    expect(report.over_sample_not_started).toBe(5);
+    // No generation began after the target was reached: the server saw the 8 answered calls and the 3 stragglers.
+    expect(fake.stats.rids).toHaveLength(11);
+    expect(fake.stats.aborted).toBe(3);
     const all = await readAll(out);
     expect(all.filter((t) => t.status === "completed")).toHaveLength(8);
-    expect(all.filter((t) => t.finish_reason === "over_sample")).toHaveLength(abortedCount);
-    expect(all).toHaveLength(8 + abortedCount);
+    expect(all.filter((t) => t.finish_reason === "over_sample")).toHaveLength(3);
+    expect(all).toHaveLength(11);
   });
 
   it("without over-sampling the same stragglers hold the run until their deadline", async () => {
