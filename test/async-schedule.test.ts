@@ -232,6 +232,61 @@ describe("fully_async", () => {
     expect(Math.max(...[...h.reports.values()].flatMap((r) => r.staleness))).toBeLessThanOrEqual(1);
   });
 
+  it("aborts a group still generating once the step that was its last chance is handed out, and starts another", async () => {
+    const h = new Harness();
+    h.autoTrain = true;
+    const done = runSchedule(h.options("fully_async", 3, undefined, { stalenessThreshold: 1 }));
+    await flush();
+    // Four groups start with version 0; the first is slow. Step 1 trains two of the others.
+    const [slow, ...rest] = h.pending("group");
+    h.settle(rest[0]!, 10);
+    h.settle(rest[1]!, 11);
+    await flush();
+    expect(h.trained.get(1)).toEqual([10, 11]);
+    expect(slow!.signal!.aborted).toBe(false); // step 2 would train it 1 version stale: still within the bound
+    const startedBefore = h.log.filter((line) => line.startsWith("group")).length;
+    // Step 2 takes the third version-0 group and a version-1 one, not the slow one: from step 3 on it would lag 2.
+    h.settle(rest[2]!, 12);
+    h.settle(h.pending("group").find((c) => c !== slow)!, 20);
+    await flush();
+    expect(h.trained.get(2)).toEqual([12, 20]);
+    expect(slow!.signal!.aborted).toBe(true);
+    expect(h.pending("group")).not.toContain(slow);
+    // Its place went to a new prompt at once (with step 2's own refill).
+    expect(h.log.filter((line) => line.startsWith("group")).length).toBeGreaterThan(startedBefore + 2);
+    while (h.trained.size < 3) {
+      h.settle(h.pending("group")[0]!, 30 + h.trained.size);
+      await flush();
+    }
+    await done;
+    expect(h.reports.get(3)!.droppedStale).toBe(1);
+    expect(Math.max(...[...h.reports.values()].flatMap((r) => r.staleness))).toBeLessThanOrEqual(1);
+  });
+
+  it("trains the buffer's oldest groups first", async () => {
+    const h = new Harness();
+    const done = runSchedule(h.options("fully_async", 2, undefined, { stalenessThreshold: 2 }));
+    await flush();
+    const v0 = h.pending("group"); // six groups started with version 0 (two batches ahead)
+    expect(v0).toHaveLength(6);
+    h.settle(v0[0]!, 1);
+    h.settle(v0[1]!, 2);
+    await flush();
+    h.resolveOne("train", undefined, 1);
+    await flush();
+    const v1 = h.pending("group").filter((c) => !v0.includes(c));
+    expect(v1).toHaveLength(2);
+    // A version-1 group finishes first, then two version-0 ones, before step 2 looks at the buffer.
+    h.settle(v1[0]!, 10);
+    h.settle(v0[2]!, 3);
+    h.settle(v0[3]!, 4);
+    await flush();
+    h.resolveOne("train", undefined, 2);
+    await done;
+    expect(h.trained.get(2)).toEqual([3, 4]);
+    expect(h.reports.get(2)!.staleness).toEqual([1, 1]);
+  });
+
   it.each([0, 0.5, 1, 2])("never trains past ceil(staleness_threshold = %s), nor a group twice, whatever the finishing order", async (threshold) => {
     for (const seed of [1, 2, 3, 4, 5]) {
       const random = seededRandom(seed);
@@ -254,8 +309,9 @@ describe("fully_async", () => {
       expect(Math.max(...staleness)).toBeLessThanOrEqual(Math.ceil(threshold));
       expect(Math.min(...staleness)).toBeGreaterThanOrEqual(0);
       const dropped = [...h.reports.values()].reduce((s, r) => s + r.droppedStale, 0);
-      // Every group started is trained, dropped stale, or cancelled at the end.
-      expect(trained.length + dropped).toBeLessThanOrEqual(id);
+      // Every group started is trained, dropped stale (some while still generating), or cancelled at the end.
+      const started = h.log.filter((line) => line.startsWith("group")).length;
+      expect(trained.length + dropped).toBeLessThanOrEqual(started);
     }
   });
 

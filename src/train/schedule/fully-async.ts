@@ -3,8 +3,11 @@
  * the first train_batch_size ready groups while generation goes on. Two rules bound how old a trained group can be:
  * - admission (verl's staleness_threshold, AReaL's capacity control): groups started, not counting those dropped, stay
  *   ≤ (steps trained + 1 + staleness_threshold) × train_batch_size, so generation runs at most that far ahead;
- * - the bound: a buffered group whose staleness would exceed ceil(staleness_threshold) is dropped and counted, and a
- *   new prompt takes its place. A slow group started long ago is the one that gets dropped, never trained stale.
+ * - the bound: a group whose staleness would exceed ceil(staleness_threshold) is dropped and counted, and a new prompt
+ *   takes its place. A slow group started long ago is the one that gets dropped, never trained stale. One still
+ *   generating is aborted as soon as the trainer passes its bound: every token it would still cost the engine is
+ *   thrown away, and its slots go to a group that can still be trained.
+ * Each step takes the buffer's oldest groups (by the version they started with) first: the ones closest to the bound.
  */
 import { maxStaleness } from "./modes.js";
 import type { ScheduleContext } from "./schedule.js";
@@ -14,6 +17,14 @@ interface Buffered<G> {
   value: G;
   /** The version served when the group started. */
   version: number;
+}
+
+interface Running {
+  /** The version served when the group started. */
+  version: number;
+  /** Aborts this group alone: the trainer passed its bound while it was generating. */
+  controller: AbortController;
+  doomed: boolean;
 }
 
 interface Taken<G> {
@@ -27,7 +38,7 @@ export async function runFullyAsync<B, G>(options: ScheduleOptions<B, G>, contex
   let steps = 0;
   try {
     for (let step = options.firstStep; step <= options.lastStep; step++) {
-      const taken = await stream.take(step);
+      const taken = await stream.take(step, step === options.lastStep);
       if (!taken) return { steps, stopped: true };
       // Nothing generated from here on would be trained: the engine's time goes to the last update instead.
       if (step === options.lastStep) await stream.close();
@@ -48,7 +59,7 @@ export async function runFullyAsync<B, G>(options: ScheduleOptions<B, G>, contex
 
 /** The generation side: groups in flight, the buffer of finished ones, and the admission and staleness rules. */
 class GroupStream<B, G> {
-  private readonly inFlight = new Set<Promise<void>>();
+  private readonly inFlight = new Map<Promise<void>, Running>();
   /** Groups started and not dropped: trained + buffered + in flight. */
   private admitted = 0;
   private stepsTrained = 0;
@@ -70,14 +81,14 @@ class GroupStream<B, G> {
   }
 
   /** Step `step`'s groups, once train_batch_size are ready; null when the run is stopping. */
-  async take(step: number): Promise<Taken<G> | null> {
+  async take(step: number, last: boolean): Promise<Taken<G> | null> {
     this.step = step;
     for (;;) {
-      this.dropStale();
+      this.dropStale(step);
       if (this.failure) throw this.failure.error;
       if (this.context.cancel.signal.aborted) return null;
       this.admit();
-      if (this.buffer.length >= this.plan.groupsPerBatch || this.discardedTooMany()) return this.hand();
+      if (this.buffer.length >= this.plan.groupsPerBatch || this.discardedTooMany()) return this.hand(last);
       if (this.inFlight.size === 0) throw new Error("internal: the fully async buffer waits with nothing generating");
       await new Promise<void>((resolve) => (this.wake = resolve));
     }
@@ -92,7 +103,7 @@ class GroupStream<B, G> {
 
   async close(): Promise<void> {
     this.context.cancel.abort();
-    await Promise.allSettled([...this.inFlight]);
+    await Promise.allSettled([...this.inFlight.keys()]);
   }
 
   private allowance(): number {
@@ -113,14 +124,18 @@ class GroupStream<B, G> {
 
   private launch(): void {
     this.admitted += 1;
-    const version = this.context.served;
-    const signal = this.context.cancel.signal;
+    const running: Running = { version: this.context.served, controller: new AbortController(), doomed: false };
+    const cancel = this.context.cancel.signal;
+    const stop = () => running.controller.abort(cancel.reason);
+    cancel.addEventListener("abort", stop, { once: true });
+    const signal = running.controller.signal;
     this.context.generating.begin();
     const run: Promise<void> = this.generator
       .group(this.step, signal)
       .then(
         (result) => {
-          if (result.keep && !signal.aborted) this.buffer.push({ value: result.value, version });
+          if (running.doomed) this.dropped(result.value);
+          else if (result.keep && !signal.aborted) this.buffer.push({ value: result.value, version: running.version });
           else this.discard(result.value);
         },
         (error: unknown) => {
@@ -128,23 +143,42 @@ class GroupStream<B, G> {
         },
       )
       .finally(() => {
+        cancel.removeEventListener("abort", stop);
         this.context.generating.end();
         this.inFlight.delete(run);
         this.admit();
         this.notify();
       });
-    this.inFlight.add(run);
+    this.inFlight.set(run, running);
   }
 
-  /** Groups that would train past the bound leave the buffer; their places go to new prompts. */
-  private dropStale(): void {
+  /** A group started with `version` trained at `step` or later would lag past the bound. */
+  private tooStale(version: number, step: number): boolean {
+    return step - 1 - version > this.bound;
+  }
+
+  /** Groups still generating that could no longer be trained within the bound from `step` on stop now. */
+  private abortDoomed(step: number): void {
+    for (const running of this.inFlight.values()) {
+      if (running.doomed || !this.tooStale(running.version, step)) continue;
+      running.doomed = true;
+      running.controller.abort(new Error("past the staleness bound"));
+    }
+  }
+
+  /** Buffered groups that would train past the bound from `step` on leave; their places go to new prompts. */
+  private dropStale(step: number): void {
     for (let i = this.buffer.length - 1; i >= 0; i--) {
       const group = this.buffer[i]!;
-      if (this.step - 1 - group.version <= this.bound) continue;
+      if (!this.tooStale(group.version, step)) continue;
       this.buffer.splice(i, 1);
-      this.droppedStale += 1;
-      this.discard(group.value);
+      this.dropped(group.value);
     }
+  }
+
+  private dropped(value: G): void {
+    this.droppedStale += 1;
+    this.discard(value);
   }
 
   private discard(value: G): void {
@@ -160,10 +194,20 @@ class GroupStream<B, G> {
     return this.discarded.length - this.droppedStale >= this.plan.maxDiscardedPerStep;
   }
 
-  private hand(): Taken<G> {
+  private hand(last: boolean): Taken<G> {
+    // Stable: groups of one version stay in the order they finished.
+    this.buffer.sort((a, b) => a.version - b.version);
     const taken = { kept: this.buffer.splice(0, this.plan.groupsPerBatch), discarded: this.discarded, droppedStale: this.droppedStale };
     this.discarded = [];
     this.droppedStale = 0;
+    // What missed this step has missed its last chance if it lags past the bound from the next step on: it goes now,
+    // not at the next step's take, so new prompts get its place (and the engine its slots) a whole update sooner.
+    // After the last step nothing more is trained: close() stops everything instead.
+    if (!last) {
+      this.dropStale(this.step + 1);
+      this.abortDoomed(this.step + 1);
+      this.admit();
+    }
     return taken;
   }
 
