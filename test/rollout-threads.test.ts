@@ -9,7 +9,7 @@ import { readdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runCli } from "./helpers/cli.js";
-import { QWEN3_DIR } from "./helpers/qwen3.js";
+import { IM_END, QWEN3_DIR } from "./helpers/qwen3.js";
 import { GSM8K_TOOLS, preprocessGsm8kTrain, readAllTrajectories, spawnCli, tempDir, toolThenAnswer } from "./helpers/rollout-run.js";
 import { startFakeSglang, type FakeSglang } from "./fake-sglang/index.js";
 import { loadChatModel } from "../src/chat/index.js";
@@ -94,6 +94,43 @@ describe("agentrl rollout --threads", () => {
     // The same summary and engine counters (the threads' clients added up: max_concurrency split between them).
     const [reportOne, reportTwo] = runs.map(({ report: { out: _out, wall_ms: _wall, ...counts } }) => counts);
     expect(reportTwo).toEqual(reportOne);
+  });
+
+  it("the threads' clients are one server pool: two servers, two threads, one request on each server at a time", async () => {
+    // Each thread has one slot. Had each its own pool, both would send their first request to the first server (the
+    // same empty view, the same tie-break), then both to the second, and so on: every request would share its server.
+    const model = await loadChatModel(QWEN3_DIR);
+    const answer = [...model.encode("#### 18"), IM_END];
+    const servers = await Promise.all([0, 1].map(async () => {
+      const load = { now: 0, arrivals: 0, shared: 0 };
+      const server = await startFakeSglang({
+        respond: async () => {
+          load.arrivals += 1;
+          if (load.now > 0) load.shared += 1;
+          load.now += 1;
+          await new Promise((r) => setTimeout(r, 200));
+          load.now -= 1;
+          return answer;
+        },
+      });
+      return { server, load };
+    }));
+    try {
+      const out = path.join(work, "pool.jsonl");
+      const result = await runCli(
+        [
+          "rollout", "--data", train, "--model", QWEN3_DIR, "--server", servers[0]!.server.url, "--server", servers[1]!.server.url,
+          "--limit", "4", "--n", "2", "--concurrency", "2", "--threads", "2", "--out", out, "--json",
+        ],
+        { env: { TMPDIR: cliTmp }, timeoutMs: 60_000 },
+      );
+      expect(result.code, result.stderr).toBe(0);
+      expect(servers[0]!.load.arrivals + servers[1]!.load.arrivals).toBe(8);
+      // Two threads picking in the same microsecond could both see a server idle: at most one such race is allowed.
+      expect(servers[0]!.load.shared + servers[1]!.load.shared).toBeLessThanOrEqual(1);
+    } finally {
+      await Promise.all(servers.map((s) => s.server.close()));
+    }
   });
 
   it("refuses a too-long prompt as one thread does, when filter_overlong_prompts is off", async () => {

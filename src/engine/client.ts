@@ -11,7 +11,7 @@ import { formatIssues } from "../zod-issues.js";
 import { EngineConnectionError, EngineServerError } from "./errors.js";
 import { sendAttempt, type AttemptOutcome } from "./http.js";
 import { AdaptiveLimit, type LoadSignal } from "./adaptive-limit.js";
-import { ServerPool } from "./pool.js";
+import { ServerPool, type ServerLoads } from "./pool.js";
 import { backoffDelayMs, retryAfterMs, sleep } from "./retry.js";
 import { callJson, callRaw, callText, type CallContext } from "./simple-call.js";
 import type {
@@ -67,6 +67,11 @@ export interface SglangClientOptions {
   adaptiveConcurrency?: boolean;
   /** How long a server that failed to connect or reset is avoided. @default 5_000 @unit milliseconds */
   unhealthyCooldownMs?: number;
+  /**
+   * Per-server loads and cool-downs shared with other clients (rollout threads: ServerLoads.shared), so they balance
+   * as one pool. @default private to this client
+   */
+  serverLoads?: ServerLoads;
   /** Injected dispatcher (tests, custom pools); the client then does not own or close it. */
   dispatcher?: Dispatcher;
   /** Randomness for jitter. @default Math.random */
@@ -145,7 +150,7 @@ type Verdict =
   | { action: "fail"; error: EngineConnectionError | EngineServerError };
 
 export class SglangClient {
-  private readonly options: Required<Omit<SglangClientOptions, "apiKey" | "dispatcher" | "workers">>;
+  private readonly options: Required<Omit<SglangClientOptions, "apiKey" | "dispatcher" | "workers" | "serverLoads">>;
   private readonly workers: string[];
   private readonly pool: ServerPool;
   private readonly limit: AdaptiveLimit;
@@ -191,6 +196,7 @@ export class SglangClient {
     this.pool = new ServerPool(this.options.servers, {
       unhealthyCooldownMs: this.options.unhealthyCooldownMs,
       maxStickyKeys: Math.max(10_000, this.options.concurrency * 4),
+      ...(options.serverLoads ? { loads: options.serverLoads } : {}),
     });
     if (options.dispatcher) {
       this.dispatcher = options.dispatcher;

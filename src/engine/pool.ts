@@ -2,20 +2,83 @@
  * Which server gets the next request: least outstanding requests among the healthy servers, except that a
  * trajectory (its sticky key) stays on the server it started on, so the server's radix cache already holds its
  * prefix. A server that fails at the connection level is skipped for a cool-down, and its trajectories move.
+ *
+ * The loads and cool-downs live in a ServerLoads, which rollout threads (`--threads`) share through a
+ * SharedArrayBuffer: every thread's pool then balances on what all threads have in flight, and a server one thread
+ * found down is avoided by all, as with one client. Sticky pins stay per pool: a trajectory runs on one thread.
  */
 import { LruMap } from "../lru-map.js";
+
+/**
+ * Requests in flight and the end of the cool-down, per server (by index), in memory one or more threads can share.
+ * Updated with Atomics, so threads never lose an increment.
+ */
+export class ServerLoads {
+  private readonly until: BigInt64Array;
+  private readonly inFlight: Int32Array;
+
+  /** `buffer` from another ServerLoads of the same server count shares its state; without one it is private. */
+  constructor(
+    readonly servers: number,
+    readonly buffer: SharedArrayBuffer | ArrayBuffer = new ArrayBuffer(ServerLoads.bytes(servers)),
+  ) {
+    if (buffer.byteLength !== ServerLoads.bytes(servers)) {
+      throw new Error(`ServerLoads: a buffer of ${buffer.byteLength} bytes does not hold ${servers} servers`);
+    }
+    this.until = new BigInt64Array(buffer, 0, servers);
+    this.inFlight = new Int32Array(buffer, 8 * servers, servers);
+  }
+
+  /** State to hand to other threads (workerData shares it, it is not copied). */
+  static shared(servers: number): ServerLoads {
+    return new ServerLoads(servers, new SharedArrayBuffer(ServerLoads.bytes(servers)));
+  }
+
+  private static bytes(servers: number): number {
+    return 12 * servers;
+  }
+
+  load(server: number): number {
+    return Atomics.load(this.inFlight, server);
+  }
+
+  acquire(server: number): void {
+    Atomics.add(this.inFlight, server, 1);
+  }
+
+  release(server: number): void {
+    // Never below 0: a release without its acquire is a bug elsewhere, and must not make a server look idle.
+    if (Atomics.sub(this.inFlight, server, 1) <= 0) Atomics.add(this.inFlight, server, 1);
+  }
+
+  unhealthyUntil(server: number): number {
+    return Number(Atomics.load(this.until, server));
+  }
+
+  setUnhealthyUntil(server: number, ms: number): void {
+    Atomics.store(this.until, server, BigInt(Math.round(ms)));
+  }
+
+  /** What JSON.stringify shows (a client or pool logged whole): the typed arrays hold BigInts, which it refuses. */
+  toJSON(): { inFlight: number[]; unhealthyUntil: number[] } {
+    const each = <T>(f: (i: number) => T) => Array.from({ length: this.servers }, (_, i) => f(i));
+    return { inFlight: each((i) => this.load(i)), unhealthyUntil: each((i) => this.unhealthyUntil(i)) };
+  }
+}
 
 export interface ServerPoolOptions {
   /** How long a server that failed at the connection level is avoided. */
   unhealthyCooldownMs: number;
   /** Bound on remembered sticky keys; the least recently used are forgotten first. */
   maxStickyKeys: number;
+  /** Shared with the pools of other threads (ServerLoads.shared); private to this pool when absent. */
+  loads?: ServerLoads;
   now?: () => number;
 }
 
 export class ServerPool {
-  private readonly inFlight = new Map<string, number>();
-  private readonly unhealthyUntil = new Map<string, number>();
+  private readonly loads: ServerLoads;
+  private readonly index = new Map<string, number>();
   private readonly sticky: LruMap<string, string>;
   /** Rotates the tie-break so equal loads spread across servers instead of piling on the first. */
   private nextTieBreak = 0;
@@ -26,13 +89,21 @@ export class ServerPool {
     private readonly options: ServerPoolOptions,
   ) {
     if (servers.length === 0) throw new Error("ServerPool needs at least one server");
-    for (const server of servers) this.inFlight.set(server, 0);
+    servers.forEach((server, i) => this.index.set(server, i));
+    this.loads = options.loads ?? new ServerLoads(servers.length);
+    if (this.loads.servers !== servers.length) throw new Error(`ServerPool: shared loads hold ${this.loads.servers} servers, not ${servers.length}`);
     this.now = options.now ?? Date.now;
     this.sticky = new LruMap(options.maxStickyKeys);
   }
 
   isHealthy(server: string): boolean {
-    return (this.unhealthyUntil.get(server) ?? 0) <= this.now();
+    return this.loads.unhealthyUntil(this.indexOf(server)) <= this.now();
+  }
+
+  private indexOf(server: string): number {
+    const i = this.index.get(server);
+    if (i === undefined) throw new Error(`ServerPool: ${server} is not one of its servers`);
+    return i;
   }
 
   /**
@@ -60,10 +131,10 @@ export class ServerPool {
   private leastOutstanding(candidates: readonly string[]): string {
     const start = this.nextTieBreak++ % candidates.length;
     let best = candidates[start]!;
-    let bestLoad = this.inFlight.get(best) ?? 0;
+    let bestLoad = this.loads.load(this.indexOf(best));
     for (let i = 1; i < candidates.length; i++) {
       const server = candidates[(start + i) % candidates.length]!;
-      const load = this.inFlight.get(server) ?? 0;
+      const load = this.loads.load(this.indexOf(server));
       if (load < bestLoad) {
         best = server;
         bestLoad = load;
@@ -78,22 +149,23 @@ export class ServerPool {
   }
 
   acquire(server: string): void {
-    this.inFlight.set(server, (this.inFlight.get(server) ?? 0) + 1);
+    this.loads.acquire(this.indexOf(server));
   }
 
   release(server: string): void {
-    this.inFlight.set(server, Math.max(0, (this.inFlight.get(server) ?? 0) - 1));
+    this.loads.release(this.indexOf(server));
   }
 
   markUnhealthy(server: string): void {
-    this.unhealthyUntil.set(server, this.now() + this.options.unhealthyCooldownMs);
+    this.loads.setUnhealthyUntil(this.indexOf(server), this.now() + this.options.unhealthyCooldownMs);
   }
 
   markHealthy(server: string): void {
-    this.unhealthyUntil.delete(server);
+    this.loads.setUnhealthyUntil(this.indexOf(server), 0);
   }
 
+  /** What every pool sharing these loads has in flight, per server. */
   inFlightByServer(): Record<string, number> {
-    return Object.fromEntries(this.inFlight);
+    return Object.fromEntries(this.servers.map((server, i) => [server, this.loads.load(i)]));
   }
 }

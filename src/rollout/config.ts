@@ -104,7 +104,8 @@ export const rolloutSchema = z
         "worker threads that run the trajectories of `agentrl rollout`; 1 = all in the main thread. Raise it when the " +
           "client's one core is the limit (top shows agentrl near 100% CPU while the servers wait): the main thread " +
           "keeps the one scheduler (max_concurrency across all threads) and the one output file; each thread loads " +
-          "its own tokenizer, tools, reward and server client with its share of max_concurrency (docs/architecture.md). " +
+          "its own tokenizer, tools, reward and server client with its share of max_concurrency; the clients balance " +
+          "as one server pool (shared loads and cool-downs, docs/architecture.md). " +
           "agentrl train runs in one thread",
       ),
     trajectory_timeout: seconds("wall-clock deadline of one whole trajectory; then it is aborted and recorded as such", 1800),

@@ -5,7 +5,7 @@
 import path from "node:path";
 import { ChatModel } from "../chat/index.js";
 import { readModelFiles } from "../chat/files.js";
-import { SglangClient } from "../engine/index.js";
+import { SglangClient, type ServerLoads } from "../engine/index.js";
 import { getParser, type FunctionCallParser } from "../parsers/index.js";
 import { loadToolRegistry, type ToolRegistry } from "../tools/index.js";
 import { loadInteractionRegistry, type InteractionRegistry } from "../interactions/index.js";
@@ -102,7 +102,12 @@ export async function readApiKey(envName: string): Promise<string | undefined> {
 }
 
 /** `concurrency`: the client's request slots and connections; a rollout worker thread gets its share. */
-export function makeClient(rollout: RolloutSection, apiKey: string | undefined, concurrency: number = rollout.max_concurrency): SglangClient {
+export function makeClient(
+  rollout: RolloutSection,
+  apiKey: string | undefined,
+  concurrency: number = rollout.max_concurrency,
+  serverLoads?: ServerLoads,
+): SglangClient {
   const server = rollout.server;
   if (server.urls.length === 0) {
     throw new UsageError("no inference server given", {
@@ -120,6 +125,7 @@ export function makeClient(rollout: RolloutSection, apiKey: string | undefined, 
     maxRetries: server.max_attempts - 1,
     retryBaseDelayMs: server.retry_delay * 1000,
     adaptiveConcurrency: server.adaptive_concurrency,
+    ...(serverLoads ? { serverLoads } : {}),
   });
 }
 

@@ -11,8 +11,9 @@ function addCounts<K extends string>(into: Record<K, number>, from: Record<K, nu
 }
 
 /**
- * Counts add up (requests, failures, in flight per server). The adaptive limits are per thread, so the run's limit
- * is their sum and its lowest the sum of their lowest: what the servers saw at most at once, at best and at worst.
+ * Counts add up (requests, failures). In flight per server is every thread's view of the one shared pool, so it is
+ * taken once. The adaptive limits are per thread, so the run's limit is their sum and its lowest the sum of their
+ * lowest: what the servers saw at most at once, at best and at worst.
  */
 export function mergeEngineStats(all: readonly EngineStats[]): EngineStats {
   const zero: EngineStats = {
@@ -33,7 +34,7 @@ export function mergeEngineStats(all: readonly EngineStats[]): EngineStats {
       abortedByCaller: sum.abortedByCaller + one.abortedByCaller,
       failures: addCounts(sum.failures, one.failures),
       attemptErrors: addCounts(sum.attemptErrors, one.attemptErrors),
-      inFlight: addCounts(sum.inFlight, one.inFlight),
+      inFlight: sum === zero ? one.inFlight : sum.inFlight,
       concurrency: addCounts(sum.concurrency, one.concurrency),
     }),
     zero,

@@ -21,6 +21,8 @@ export interface WorkerSetup {
   rollout: RolloutSection;
   /** This thread's share of max_concurrency: its client's request slots and connections. */
   concurrency: number;
+  /** The ServerLoads every thread's client balances on (one server pool for the run); shared, not copied. */
+  serverLoads: SharedArrayBuffer;
   apiKey: string | undefined;
   lengths: { maxPromptLength: number; maxResponseLength: number };
   step: number | null;

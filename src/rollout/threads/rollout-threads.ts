@@ -1,5 +1,6 @@
 /**
- * The worker threads of one rollout, seen from the main thread: starts them, hands each sample to the thread with the
+ * The worker threads of one rollout, seen from the main thread: starts them (their clients balancing on one shared
+ * ServerLoads, so the servers see one pool), hands each sample to the thread with the
  * most room in its share of max_concurrency, relays the run's abort to all of them, and turns a thread that throws or
  * dies into a run failure that names the thread and the samples it held. runRollout stays the one scheduler (sample order, max_concurrency across all
  * threads, resume, over-sampling, cancellation) and the one recorder (stats, the writer): this class is only its
@@ -7,7 +8,7 @@
  */
 import { Worker } from "node:worker_threads";
 import type { Trajectory } from "../../data/trajectory.js";
-import type { EngineStats } from "../../engine/index.js";
+import { ServerLoads, type EngineStats } from "../../engine/index.js";
 import { OverSampleAbort } from "../over-sample.js";
 import type { TrajectoryExecutor } from "../run-rollout.js";
 import type { Sample } from "../sample.js";
@@ -48,7 +49,7 @@ class RolloutThread {
   }
 }
 
-export type ThreadSetup = Omit<WorkerSetup, "threadIndex" | "threads" | "concurrency">;
+export type ThreadSetup = Omit<WorkerSetup, "threadIndex" | "threads" | "concurrency" | "serverLoads">;
 
 export class RolloutThreads {
   private nextTask = 0;
@@ -66,9 +67,11 @@ export class RolloutThreads {
     // A thread without a share would load its parts and never run a trajectory.
     const count = Math.min(threads, totalConcurrency);
     const ready: Promise<void>[] = [];
+    // One server pool for the run: every thread's client balances on the same loads and cool-downs.
+    const loads = ServerLoads.shared(setup.rollout.server.urls.length);
     const started = Array.from({ length: count }, (_, threadIndex) => {
       const share = Math.floor(totalConcurrency / count) + (threadIndex < totalConcurrency % count ? 1 : 0);
-      const workerData: WorkerSetup = { ...setup, threadIndex, threads: count, concurrency: Math.max(1, share) };
+      const workerData: WorkerSetup = { ...setup, threadIndex, threads: count, concurrency: Math.max(1, share), serverLoads: loads.buffer as SharedArrayBuffer };
       const worker = new Worker(WORKER_ENTRY, { workerData });
       const thread = new RolloutThread(worker, `rollout thread ${threadIndex + 1} of ${count}`, share);
       ready.push(startedOrFailed(thread));

@@ -5,7 +5,7 @@
  * the main thread does (threads/rollout-threads.ts).
  */
 import { parentPort, workerData } from "node:worker_threads";
-import type { SglangClient } from "../../engine/index.js";
+import { ServerLoads, type SglangClient } from "../../engine/index.js";
 import { OverSampleAbort } from "../over-sample.js";
 import { runTrajectory, type TrajectoryContext } from "../run-trajectory.js";
 import type { Sample } from "../sample.js";
@@ -57,7 +57,8 @@ class WorkerRollout {
 async function start(): Promise<WorkerRollout> {
   const parts = await loadRolloutParts(setup.parts);
   try {
-    return new WorkerRollout(parts, makeClient(setup.rollout, setup.apiKey, setup.concurrency));
+    const loads = new ServerLoads(setup.rollout.server.urls.length, setup.serverLoads);
+    return new WorkerRollout(parts, makeClient(setup.rollout, setup.apiKey, setup.concurrency, loads));
   } catch (err) {
     await parts.close();
     throw err;
