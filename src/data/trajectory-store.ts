@@ -2,7 +2,8 @@
  * Trajectory files on disk, written as rollouts finish and safe against a crash at any moment.
  *
  * - `.jsonl`: one line per trajectory, appended with a write(2) each, so a killed run keeps every finished line.
- * - `.parquet`: while running, finished trajectories go to `<file>.parts/pending.jsonl` (appended as above) and,
+ * - `.parquet`: while running, finished trajectories go to `<file>.parts/pending.jsonl` (appended as above, their
+ *   number lists packed: trajectory-journal.ts) and,
  *   every `rowGroupSize` of them, into a complete parquet part (`part-000001.parquet`, written atomically). `close()`
  *   copies the parts' row groups into `<file>` as they are (parquet-concat.ts) and removes the folder. A killed run
  *   leaves the folder; `--resume` picks it up, and every reader here reads it too.
@@ -30,6 +31,7 @@ import { InputError, RefusedError } from "../errors.js";
 import { pathExists, temporarySibling } from "./atomic.js";
 import { rewriteJsonlWithout, rewritePartWithout, type DropRecord } from "./trajectory-compaction.js";
 import { readJsonLines } from "./jsonl.js";
+import { journalLine, unpackJournalRecord } from "./trajectory-journal.js";
 import { openParquetFile, streamParquetRows, writeParquetRows, writeParquetStream } from "./parquet.js";
 import { concatParquetFiles } from "./parquet-concat.js";
 import { TRAJECTORY_PARQUET, trajectoryArrowSchema, trajectorySchema, type Trajectory } from "./trajectory.js";
@@ -256,7 +258,7 @@ async function openParquet(file: string, options: OpenOptions): Promise<Trajecto
   // (trajectory-compaction.ts says why this survives a kill at any point).
   for (const part of partsWithDrops) await rewritePartWithout(path.join(partsDir, part), isFailed, rowGroupSize);
   const appender = new LineAppender(pendingFile);
-  if (pendingDrops) appender.replaceWith(pending.map((t) => JSON.stringify(t)));
+  if (pendingDrops) appender.replaceWith(pending.map(journalLine));
   const parts = await listParts(partsDir);
   const nextPart = parts.length === 0 ? 1 : partNumber(parts.at(-1)!) + 1;
   return partsWriter({ file, partsDir, rowGroupSize, scan, pending, appender, nextPart });
@@ -304,7 +306,7 @@ async function scanPending(pendingFile: string, scan: ResumeScan): Promise<{ pen
   let drops = false;
   if (await pathExists(pendingFile)) {
     new LineAppender(pendingFile).close(); // drops a torn last line before we read
-    for await (const t of readJsonlTrajectories(pendingFile)) {
+    for await (const t of readJsonlTrajectories(pendingFile, { journal: true })) {
       if (scan.ids.has(t.id)) continue;
       if (scan.keeps(t)) pending.push(t);
       else drops = true;
@@ -341,7 +343,7 @@ function partsWriter(state: {
     await writeParquetRows(name, rows, trajectoryArrowSchema, TRAJECTORY_PARQUET(rowGroupSize));
     // Synchronously, so no write() interleaves: the journal now holds exactly what is still pending. A crash before
     // this leaves `rows` both in the part and in the journal; readers de-duplicate them.
-    appender.replaceWith(pending.map((t) => JSON.stringify(t)));
+    appender.replaceWith(pending.map(journalLine));
   };
 
   return {
@@ -353,7 +355,7 @@ function partsWriter(state: {
       return written;
     },
     write(trajectory) {
-      const journaled = appender.append(JSON.stringify(trajectory));
+      const journaled = appender.append(journalLine(trajectory));
       pending.push(trajectory);
       written += 1;
       // One queued part at a time. Queuing one per arrival while a part was being written made a part of one or
@@ -412,10 +414,12 @@ async function mergeParts(partsDir: string, file: string, rowGroupSize: number):
   await writeParquetStream(file, batches(), trajectoryArrowSchema, TRAJECTORY_PARQUET(rowGroupSize));
 }
 
-async function* readJsonlTrajectories(file: string): AsyncGenerator<Trajectory> {
+/** A `.jsonl` output, or with `journal` a parts folder's pending.jsonl (its number lists packed). */
+async function* readJsonlTrajectories(file: string, options: { journal?: boolean } = {}): AsyncGenerator<Trajectory> {
   for await (const { line, value, error } of readJsonLines(file)) {
     if (error) throw new InputError(`${file}:${line}: ${error}`);
-    yield parseTrajectory(value, `${file}:${line}`);
+    const place = `${file}:${line}`;
+    yield parseTrajectory(options.journal ? unpackJournalRecord(value, place) : value, place);
   }
 }
 
@@ -434,7 +438,7 @@ async function* readParts(partsDir: string): AsyncGenerator<Trajectory> {
   }
   const pendingFile = path.join(partsDir, "pending.jsonl");
   if (await pathExists(pendingFile)) {
-    for await (const t of readJsonlTrajectories(pendingFile)) {
+    for await (const t of readJsonlTrajectories(pendingFile, { journal: true })) {
       if (seen.has(t.id)) continue;
       seen.add(t.id);
       yield t;

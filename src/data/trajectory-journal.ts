@@ -1,0 +1,75 @@
+/**
+ * Lines of the parquet writer's crash journal (`FILE.parts/pending.jsonl`): a trajectory as JSON, except that its
+ * token-length number lists are packed, base64 of the little-endian values in the type the parquet file stores them
+ * in (`{"packed": "float32", "base64": "..."}`).
+ *
+ * Why: every finished trajectory is journaled before anything else, and JSON.stringify spends most of its time
+ * printing logprobs as shortest round-trip decimals (about 20 of 31 µs for a 460-token response, 43 µs per 1,000
+ * logprobs). Packed, the same line costs a fifth of that and is half the size. The parquet part stores int32 ids,
+ * int8 masks and float32 logprobs, so packing in those types loses nothing the finished file keeps.
+ *
+ * User-facing `.jsonl` output stays plain JSON: only the journal is packed, and only the journal reader unpacks.
+ */
+import { InputError } from "../errors.js";
+import type { Trajectory } from "./trajectory.js";
+
+const PACKED_TYPES = {
+  int32: Int32Array,
+  int8: Int8Array,
+  float32: Float32Array,
+} as const;
+type PackedType = keyof typeof PACKED_TYPES;
+
+/** The list fields that grow with the trajectory, and the parquet column type of each (trajectory.ts). */
+const PACKED_FIELDS = {
+  prompt_ids: "int32",
+  response_ids: "int32",
+  response_mask: "int8",
+  response_logprobs: "float32",
+  trainer_logprobs: "float32",
+} as const satisfies Record<string, PackedType>;
+type PackedField = keyof typeof PACKED_FIELDS;
+
+interface PackedList {
+  packed: PackedType;
+  base64: string;
+}
+
+// Typed arrays use the machine's byte order; the journal says little-endian, which every platform Node runs on is.
+if (new Uint8Array(new Uint16Array([1]).buffer)[0] !== 1) throw new Error("agentrl's trajectory journal needs a little-endian machine");
+
+function pack(values: readonly number[], type: PackedType): PackedList {
+  const typed = PACKED_TYPES[type].from(values);
+  return { packed: type, base64: Buffer.from(typed.buffer, typed.byteOffset, typed.byteLength).toString("base64") };
+}
+
+function unpack(list: unknown, field: string, place: string): unknown {
+  if (list === null || typeof list !== "object" || Array.isArray(list) || !("packed" in list)) return list;
+  const { packed, base64 } = list as Partial<PackedList>;
+  const Typed = typeof packed === "string" ? PACKED_TYPES[packed as PackedType] : undefined;
+  if (!Typed || typeof base64 !== "string") throw new InputError(`${place}: ${field}: not a packed number list`);
+  const bytes = Buffer.from(base64, "base64");
+  if (bytes.byteLength % Typed.BYTES_PER_ELEMENT !== 0) throw new InputError(`${place}: ${field}: packed ${packed} list cut short`);
+  // Copied into its own buffer: a decoded Buffer may sit at an offset the typed array's alignment refuses.
+  const typed = new Typed(bytes.byteLength / Typed.BYTES_PER_ELEMENT);
+  new Uint8Array(typed.buffer).set(bytes);
+  return Array.from(typed);
+}
+
+/** One journal line (no newline). */
+export function journalLine(trajectory: Trajectory): string {
+  const record: Record<string, unknown> = { ...trajectory };
+  for (const [field, type] of Object.entries(PACKED_FIELDS) as [PackedField, PackedType][]) {
+    const values = trajectory[field];
+    if (Array.isArray(values)) record[field] = pack(values, type);
+  }
+  return JSON.stringify(record);
+}
+
+/** A parsed journal line with its packed lists back as number arrays, ready for the trajectory schema. */
+export function unpackJournalRecord(value: unknown, place: string): unknown {
+  if (value === null || typeof value !== "object" || Array.isArray(value)) return value;
+  const record = { ...(value as Record<string, unknown>) };
+  for (const field of Object.keys(PACKED_FIELDS)) if (field in record) record[field] = unpack(record[field], field, place);
+  return record;
+}
