@@ -9,8 +9,8 @@
  * deadline, a server that stays down, tool failures) end up as a status and a finish reason in the record, never as
  * an exception; only bugs and bad configuration throw.
  */
-import { setMaxListeners } from "node:events";
 import { trajectoryKey, type Trajectory } from "../data/trajectory.js";
+import { onAbort } from "../signal-fanout.js";
 import { ToolSession, type ToolsKwargs } from "../tools/index.js";
 import type { Sample } from "./sample.js";
 import { runAgentLoop } from "./agent-loop.js";
@@ -52,11 +52,9 @@ export async function runTrajectory(sample: Sample, ctx: TrajectoryContext): Pro
  */
 function trajectoryDeadline(runSignal: AbortSignal, timeoutMs: number): { signal: AbortSignal; release: () => void } {
   const controller = new AbortController();
-  // Every trajectory in flight listens on the run's signal: that is max_concurrency listeners, not a leak.
-  setMaxListeners(0, runSignal);
-  const onRunAbort = () => controller.abort(runSignal.reason);
-  if (runSignal.aborted) onRunAbort();
-  else runSignal.addEventListener("abort", onRunAbort, { once: true });
+  // Every trajectory in flight listens on the run's signal: through a fan-out, whose add and remove stay O(1) with
+  // thousands in flight (signal-fanout.ts).
+  const unsubscribe = onAbort(runSignal, (reason) => controller.abort(reason));
   const timer = setTimeout(() => controller.abort(new DOMException("The operation was aborted due to timeout", "TimeoutError")), timeoutMs);
   // Like AbortSignal.timeout's timer, it never keeps the process alive on its own.
   timer.unref();
@@ -64,7 +62,7 @@ function trajectoryDeadline(runSignal: AbortSignal, timeoutMs: number): { signal
     signal: controller.signal,
     release: () => {
       clearTimeout(timer);
-      runSignal.removeEventListener("abort", onRunAbort);
+      unsubscribe();
     },
   };
 }
