@@ -7,10 +7,11 @@ import { Worker } from "node:worker_threads";
 import { describe, expect, it } from "vitest";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
-import { ServerLoads, ServerPool } from "../src/engine/pool.js";
+import { ServerPool } from "../src/engine/pool.js";
+import { ServerLoads } from "../src/engine/server-loads.js";
 import { REPO_ROOT } from "./helpers/cli.js";
 
-const POOL_MODULE = pathToFileURL(path.join(REPO_ROOT, "dist", "engine", "pool.js")).href;
+const LOADS_MODULE = pathToFileURL(path.join(REPO_ROOT, "dist", "engine", "server-loads.js")).href;
 
 const SERVERS = ["http://a", "http://b"];
 const options = { unhealthyCooldownMs: 5_000, maxStickyKeys: 100 };
@@ -75,7 +76,7 @@ describe("ServerLoads across worker threads", () => {
              while (Atomics.load(workerData.barrier, 0) < 2) {}
              for (let i = 0; i < workerData.times; i++) loads[workerData.phase](1);
            });`,
-          { eval: true, workerData: { module: POOL_MODULE, buffer: loads.buffer, barrier, times: PER_THREAD, phase } },
+          { eval: true, workerData: { module: LOADS_MODULE, buffer: loads.buffer, barrier, times: PER_THREAD, phase } },
         );
         return new Promise<void>((resolve, reject) => {
           worker.once("error", reject);

@@ -11,7 +11,8 @@ import { formatIssues } from "../zod-issues.js";
 import { EngineConnectionError, EngineServerError } from "./errors.js";
 import { sendAttempt, type AttemptOutcome } from "./http.js";
 import { AdaptiveLimit, type LoadSignal } from "./adaptive-limit.js";
-import { ServerPool, type ServerLoads } from "./pool.js";
+import { ServerPool } from "./pool.js";
+import type { ServerLoads } from "./server-loads.js";
 import { backoffDelayMs, retryAfterMs, sleep } from "./retry.js";
 import { callJson, callRaw, callText, type CallContext } from "./simple-call.js";
 import type {
