@@ -96,6 +96,18 @@ describe("agentrl rollout --threads", () => {
     expect(reportTwo).toEqual(reportOne);
   });
 
+  it("with output.order=sample, 1 and 2 threads write the same file, in the same order", async () => {
+    const runs = await Promise.all([1, 2].map(async (threads) => {
+      const out = path.join(work, `ordered-t${threads}.jsonl`);
+      const result = await rollout(threads, out, ["--set", "output.order=sample"]);
+      expect(result.code, result.stderr).toBe(0);
+      return (await readAllTrajectories(out)).map((t: Trajectory) => withoutTimings(t));
+    }));
+    const ids = (run: unknown[]) => run.map((t) => (t as Trajectory).id);
+    expect(ids(runs[0]!)).toEqual(Array.from({ length: PROMPTS * N }, (_, k) => `${Math.floor(k / N)}:${k % N}`));
+    expect(runs[1]).toEqual(runs[0]);
+  });
+
   it("the threads' clients are one server pool: two servers, two threads, one request on each server at a time", async () => {
     // Each thread has one slot. Had each its own pool, both would send their first request to the first server (the
     // same empty view, the same tie-break), then both to the second, and so on: every request would share its server.

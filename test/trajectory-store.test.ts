@@ -262,3 +262,29 @@ describe("resume killed while it removes failed trajectories", () => {
     expect(readdirSync(dir)).toEqual(["t.jsonl"]);
   });
 });
+
+describe.each(["parquet", "jsonl"])("sample order (%s)", (ext) => {
+  it("close() rewrites the file in data_index, sample_index order; without the option it keeps the order written", async () => {
+    const order = [5, 2, 7, 0, 3, 6, 1, 4];
+    for (const sampleOrder of [true, false]) {
+      const file = path.join(tmp(), `t.${ext}`);
+      const writer = await openTrajectoryWriter(file, { rowGroupSize: 3, sampleOrder });
+      for (const i of order) await writer.write(makeTrajectory(i));
+      await writer.close();
+      // makeTrajectory(i) is row i / 2, sample i % 2: sample order is the order of i.
+      const expected = sampleOrder ? [0, 1, 2, 3, 4, 5, 6, 7] : order;
+      expect((await readAll(file)).map((t) => t.id)).toEqual(expected.map((i) => makeTrajectory(i).id));
+    }
+  });
+
+  it("a resumed run's file is in sample order again once it closes", async () => {
+    const file = path.join(tmp(), `t.${ext}`);
+    const first = await openTrajectoryWriter(file, { rowGroupSize: 2, sampleOrder: true });
+    for (const i of [6, 1, 4]) await first.write(makeTrajectory(i));
+    await first.close();
+    const resumed = await openTrajectoryWriter(file, { resume: true, rowGroupSize: 2, sampleOrder: true });
+    for (const i of [5, 0, 3, 2]) await resumed.write(makeTrajectory(i));
+    await resumed.close();
+    expect((await readAll(file)).map((t) => t.id)).toEqual([0, 1, 2, 3, 4, 5, 6].map((i) => makeTrajectory(i).id));
+  });
+});

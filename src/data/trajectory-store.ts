@@ -28,7 +28,7 @@ import {
 import path from "node:path";
 import * as parquet from "parquet-wasm";
 import { InputError, RefusedError } from "../errors.js";
-import { pathExists, temporarySibling } from "./atomic.js";
+import { pathExists, temporarySibling, writeFileAtomic } from "./atomic.js";
 import { rewriteJsonlWithout, rewritePartWithout, type DropRecord } from "./trajectory-compaction.js";
 import { readJsonLines } from "./jsonl.js";
 import { journalLine, unpackJournalRecord } from "./trajectory-journal.js";
@@ -58,6 +58,11 @@ export interface OpenOptions {
   force?: boolean;
   /** Trajectories per parquet part (row group). */
   rowGroupSize?: number;
+  /**
+   * `close()` rewrites the file in sample order (data_index, then sample_index) instead of the order trajectories
+   * finished in, so any concurrency or thread count gives the same file. It reads the whole file into memory.
+   */
+  sampleOrder?: boolean;
 }
 
 export interface TrajectoryWriter {
@@ -238,6 +243,7 @@ async function openJsonl(file: string, options: OpenOptions): Promise<Trajectory
     },
     async close() {
       appender.close();
+      if (options.sampleOrder) await rewriteInSampleOrder(file);
     },
   };
 }
@@ -261,7 +267,7 @@ async function openParquet(file: string, options: OpenOptions): Promise<Trajecto
   if (pendingDrops) appender.replaceWith(pending.map(journalLine));
   const parts = await listParts(partsDir);
   const nextPart = parts.length === 0 ? 1 : partNumber(parts.at(-1)!) + 1;
-  return partsWriter({ file, partsDir, rowGroupSize, scan, pending, appender, nextPart });
+  return partsWriter({ file, partsDir, rowGroupSize, scan, pending, appender, nextPart, sampleOrder: Boolean(options.sampleOrder) });
 }
 
 /**
@@ -325,8 +331,9 @@ function partsWriter(state: {
   pending: Trajectory[];
   appender: LineAppender;
   nextPart: number;
+  sampleOrder: boolean;
 }): TrajectoryWriter {
-  const { file, partsDir, rowGroupSize, scan, pending, appender } = state;
+  const { file, partsDir, rowGroupSize, scan, pending, appender, sampleOrder } = state;
   let nextPart = state.nextPart;
   let written = 0;
   let chain: Promise<void> = Promise.resolve();
@@ -375,6 +382,7 @@ function partsWriter(state: {
       appender.close();
       await mergeParts(partsDir, file, rowGroupSize);
       await fs.rm(partsDir, { recursive: true, force: true });
+      if (sampleOrder) await rewriteInSampleOrder(file, rowGroupSize);
     },
   };
 }
@@ -412,6 +420,18 @@ async function mergeParts(partsDir: string, file: string, rowGroupSize: number):
     }
   }
   await writeParquetStream(file, batches(), trajectoryArrowSchema, TRAJECTORY_PARQUET(rowGroupSize));
+}
+
+/**
+ * The finished file again, in sample order (OpenOptions.sampleOrder), written atomically: whole in memory, as the
+ * rows of every part interleave. Parquet in row groups of `rowGroupSize`.
+ */
+async function rewriteInSampleOrder(file: string, rowGroupSize = 256): Promise<void> {
+  const all: Trajectory[] = [];
+  for await (const t of readTrajectories(file)) all.push(t);
+  all.sort((a, b) => a.data_index - b.data_index || a.sample_index - b.sample_index);
+  if (trajectoryFormatOf(file) === "jsonl") await writeFileAtomic(file, all.map((t) => `${JSON.stringify(t)}\n`).join(""));
+  else await writeParquetRows(file, all, trajectoryArrowSchema, TRAJECTORY_PARQUET(rowGroupSize));
 }
 
 /** A `.jsonl` output, or with `journal` a parts folder's pending.jsonl (its number lists packed). */

@@ -101,6 +101,7 @@ async function checkInputs(config: RolloutConfig, flags: RolloutFlags): Promise<
     keepFailed: Boolean(flags.keepFailed),
     force: Boolean(flags.force),
     rowGroupSize: config.output.row_group_size,
+    sampleOrder: config.output.order === "sample",
   };
   await checkOutputPath(config.output.path, "file");
   await checkTrajectoryOutput(config.output.path, writerOptions);

@@ -186,6 +186,14 @@ export const rolloutConfigSchema = z.strictObject({
     .strictObject({
       path: z.string().default("out/rollout.parquet").describe("trajectory file: .parquet or .jsonl"),
       row_group_size: z.number().int().positive().default(256).describe("trajectories per parquet row group"),
+      order: z
+        .enum(["completion", "sample"])
+        .default("completion")
+        .describe(
+          "completion: trajectories in the order they finished (nothing waits on the slowest); sample: the file is " +
+            "rewritten at the end in data_index, sample_index order, so any concurrency or --threads gives the same " +
+            "file (it reads the whole file into memory once)",
+        ),
     })
     .prefault({}),
 });
