@@ -92,7 +92,8 @@ reason). Progress: a live line on a terminal; in a log file, one line per tenth 
 
 --threads N helps only when agentrl itself is CPU-bound (a fast server, many short turns: agentrl near 100% of a core
 while the servers wait); against slow generations one thread feeds thousands of trajectories. The file holds the same
-trajectories with any N, in completion order.`,
+trajectories with any N, in completion order; with --set output.order=sample it is rewritten in sample order when the
+run ends, the same file for any N.`,
     )
     .action(async (flags: RolloutFlags) => {
       const { runRolloutCommand } = await import("../../rollout/command.js");
