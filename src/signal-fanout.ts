@@ -7,7 +7,7 @@
 const fanouts = new WeakMap<AbortSignal, Set<(reason: unknown) => void>>();
 
 /**
- * Calls `onAbort` with the signal's reason when `signal` aborts (at once if it already has); returns the function
+ * Calls `listener` with the signal's reason when `signal` aborts (at once if it already has); returns the function
  * that unsubscribes it.
  */
 export function onAbort(signal: AbortSignal, listener: (reason: unknown) => void): () => void {

@@ -9,6 +9,7 @@
  *   thrown away, and its slots go to a group that can still be trained.
  * Each step takes the buffer's oldest groups (by the version they started with) first: the ones closest to the bound.
  */
+import { onAbort } from "../../signal-fanout.js";
 import { maxStaleness } from "./modes.js";
 import type { ScheduleContext } from "./schedule.js";
 import type { FullyAsyncPlan, Generator, ScheduleOptions, ScheduleResult } from "./types.js";
@@ -125,9 +126,8 @@ class GroupStream<B, G> {
   private launch(): void {
     this.admitted += 1;
     const running: Running = { version: this.context.served, controller: new AbortController(), doomed: false };
-    const cancel = this.context.cancel.signal;
-    const stop = () => running.controller.abort(cancel.reason);
-    cancel.addEventListener("abort", stop, { once: true });
+    // Every group in flight hears the run's cancel through the fan-out, as every trajectory does (signal-fanout.ts).
+    const unsubscribe = onAbort(this.context.cancel.signal, (reason) => running.controller.abort(reason));
     const signal = running.controller.signal;
     this.context.generating.begin();
     const run: Promise<void> = this.generator
@@ -143,7 +143,7 @@ class GroupStream<B, G> {
         },
       )
       .finally(() => {
-        cancel.removeEventListener("abort", stop);
+        unsubscribe();
         this.context.generating.end();
         this.inFlight.delete(run);
         this.admit();
