@@ -6,7 +6,8 @@
  * token that ends an assistant turn (`<|im_end|>`, `<|eot_id|>`) and the "bridge" text the template writes after it
  * (Qwen's "\n"), which the engine never samples but which the next turn's prompt contains.
  */
-import { Tokenizer } from "@huggingface/tokenizers";
+import type { Tokenizer } from "@huggingface/tokenizers";
+import { buildTokenizer } from "./bpe-tables.js";
 import { Template } from "./jinja.js";
 import { InputError } from "../errors.js";
 import { readModelFiles, tokenText, type ModelFiles } from "./files.js";
@@ -96,7 +97,7 @@ export class ChatModel {
     this.chatTemplateFile = files.chatTemplateFile;
     this.chatTemplate = files.chatTemplate;
     try {
-      this.tokenizer = new Tokenizer(files.tokenizerJson, files.tokenizerConfig);
+      this.tokenizer = buildTokenizer(files.tokenizerJson, files.tokenizerConfig);
     } catch (err) {
       throw new InputError(`${files.dir}/tokenizer.json: the tokenizer cannot be built (${(err as Error).message})`, {
         cause: err,

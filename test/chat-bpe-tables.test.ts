@@ -1,0 +1,104 @@
+/**
+ * buildTokenizer (src/chat/bpe-tables.ts) builds a BPE tokenizer's vocab and merge-rank tables itself, for start-up
+ * time. The tables must be the library's own, entry for entry and in the same order, for the real Qwen3 tokenizer and
+ * for small tokenizers made to hit every branch: merges in both formats, parts JSON must escape, an added token that
+ * takes a vocab entry's text, an unknown token. What the library builds any other way goes through it unchanged.
+ */
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { beforeAll, describe, expect, it } from "vitest";
+import { Tokenizer } from "@huggingface/tokenizers";
+import { buildTokenizer, type BpeModelInternals } from "../src/chat/bpe-tables.js";
+import { readModelFiles, type ModelFiles } from "../src/chat/files.js";
+import { QWEN3_DIR, REPO_ROOT } from "./fixtures/templates/materialize.js";
+
+const tablesOf = (tokenizer: Tokenizer) => (tokenizer as unknown as { model: BpeModelInternals }).model;
+
+/** Every table as plain arrays, holes kept as holes' positions, so toEqual compares order as well as content. */
+function snapshot(tokenizer: Tokenizer) {
+  const model = tablesOf(tokenizer);
+  return {
+    tokensToIds: [...model.tokens_to_ids],
+    vocabLength: model.vocab.length,
+    vocab: Object.entries(model.vocab),
+    merges: model.merges,
+    ranks: [...model.bpe_ranks],
+    unkTokenId: model.unk_token_id,
+  };
+}
+
+function expectSameAsLibrary(json: Record<string, unknown>, config: Record<string, unknown>, texts: string[]) {
+  const ours = buildTokenizer(structuredClone(json), config);
+  const library = new Tokenizer(structuredClone(json), config);
+  expect(snapshot(ours)).toEqual(snapshot(library));
+  for (const text of texts) {
+    expect(ours.encode(text, { add_special_tokens: false }).ids).toEqual(library.encode(text, { add_special_tokens: false }).ids);
+  }
+  return ours;
+}
+
+describe("the Qwen3 tokenizer", () => {
+  let files: ModelFiles;
+  beforeAll(async () => {
+    files = await readModelFiles(QWEN3_DIR);
+  });
+
+  it("gets the library's tables, entry for entry, and its ids on GSM8K", () => {
+    const lines = readFileSync(path.join(REPO_ROOT, "..", "shared/datasets/gsm8k/test.jsonl"), "utf8").split("\n");
+    const texts = lines.slice(0, 50).filter(Boolean).map((line) => {
+      const row = JSON.parse(line) as { question: string; answer: string };
+      return `${row.question}\n${row.answer} "quoted" back\\slash <|im_end|>`;
+    });
+    const ours = expectSameAsLibrary(files.tokenizerJson, files.tokenizerConfig, texts);
+    // Built here, not by the library: the merge list is not the one in tokenizer.json's model.
+    expect(tablesOf(ours).merges).not.toBe((files.tokenizerJson.model as { merges: unknown }).merges);
+    expect(tablesOf(ours).tokens_to_ids.size).toBeGreaterThan(151_000);
+  });
+});
+
+/** A byte-level BPE over a few letters, with the pre-tokenizer Qwen uses, so encode exercises the merges. */
+function smallTokenizer(model: Record<string, unknown>, addedTokens: Array<Record<string, unknown>>) {
+  return {
+    version: "1.0",
+    truncation: null,
+    padding: null,
+    added_tokens: addedTokens,
+    normalizer: null,
+    pre_tokenizer: { type: "ByteLevel", add_prefix_space: false, trim_offsets: false, use_regex: true },
+    post_processor: null,
+    decoder: { type: "ByteLevel", add_prefix_space: false, trim_offsets: false, use_regex: true },
+    model,
+  };
+}
+
+const added = (id: number, content: string) => ({ id, content, special: true, single_word: false, lstrip: false, rstrip: false, normalized: false });
+
+describe("small tokenizers", () => {
+  const vocab = { a: 0, b: 1, '"': 2, "\\": 3, ab: 4, 'a"': 5, "\\b": 6, "Ġ": 7, "Ġa": 8, "<unk>": 9, "ĉ": 10, "ĉa": 11 };
+
+  it("merges written as pairs, with parts JSON escapes", () => {
+    const merges = [["a", "b"], ["a", '"'], ["\\", "b"], ["Ġ", "a"], ["ĉ", "a"]];
+    expectSameAsLibrary(smallTokenizer({ type: "BPE", vocab, merges, unk_token: "<unk>" }, []), {}, ['ab a"b \\b a\tab "a']);
+  });
+
+  it("merges written as 'a b' strings (the older format)", () => {
+    const merges = ["a b", 'a "', "\\ b", "Ġ a", "ĉ a"];
+    expectSameAsLibrary(smallTokenizer({ type: "BPE", vocab, merges, unk_token: "<unk>" }, []), {}, ['ab a"b \\b a\tab']);
+  });
+
+  it("an added token that takes a vocab entry's text moves it to the added id, as the library does", () => {
+    const json = smallTokenizer({ type: "BPE", vocab, merges: [["a", "b"]], unk_token: null }, [added(12, "ab"), added(13, "<|end|>")]);
+    const ours = expectSameAsLibrary(json, {}, ["ab<|end|>ba"]);
+    expect(tablesOf(ours).tokens_to_ids.get("ab")).toBe(12);
+    expect(tablesOf(ours).vocab[4]).toBe("ab");
+    expect(tablesOf(ours).unk_token_id).toBeUndefined();
+  });
+
+  it("a merge list the library would not read as pairs, and other model types, go through the library", () => {
+    const odd = smallTokenizer({ type: "BPE", vocab, merges: [["a", "b", "c"]], unk_token: "<unk>" }, []);
+    const ours = buildTokenizer(structuredClone(odd), {});
+    expect(tablesOf(ours).merges).toEqual([["a", "b", "c"]]);
+    const wordPiece = smallTokenizer({ type: "WordPiece", vocab: { "[UNK]": 0, a: 1, "##b": 2 }, unk_token: "[UNK]", continuing_subword_prefix: "##", max_input_chars_per_word: 100 }, []);
+    expect(buildTokenizer(structuredClone(wordPiece), {}).encode("ab", { add_special_tokens: false }).ids).toEqual([1, 2]);
+  });
+});
