@@ -6,12 +6,15 @@
  * the ceiling: a bare undici loop sending the same /generate bodies to the same server at the same concurrency, in
  * the same run. The fake runs in a child process, so this process's CPU time is the client's alone. Also measured:
  * the CPU from process start to the first request (a child process, bench/lib/startup-probe.mjs) and where a turn's
- * CPU goes, stage by stage (bench/lib/cpu-stages.mjs). Prints one markdown section.
+ * CPU goes, stage by stage (bench/lib/cpu-stages.mjs). It runs under the V8 flags `agentrl` runs with (the
+ * launcher in bin/agentrl.js; bench/lib/relaunch-as-cli.mjs). Prints one markdown section.
  *
  *   npx tsc -p tsconfig.json && node bench/rollout-overhead.mjs
  *   BENCH_QUICK=1 node bench/rollout-overhead.mjs     # smaller runs, no 4096
  *   BENCH_THREADS=0 node bench/rollout-overhead.mjs   # without the --threads section
+ *   BENCH_CLI_FLAGS=0 node bench/rollout-overhead.mjs  # V8's default heap, as `node bin/agentrl.js` runs
  */
+import "./lib/relaunch-as-cli.mjs";
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
@@ -253,7 +256,7 @@ try {
   distinctAnswers = await agentrlRun(fake.url, drift.concurrency, drift.trajectories, { distinct: true });
   stages = { concurrency: drift.concurrency, cpuPerTurnUs: drift.agentrl.cpuPerTurnUs, ...(await profileStages(() => agentrlRun(fake.url, drift.concurrency, drift.trajectories))) };
   startup = JSON.parse(
-    execFileSync(process.execPath, [path.join(path.dirname(fileURLToPath(import.meta.url)), "lib/startup-probe.mjs"), fake.url], { encoding: "utf8" }),
+    execFileSync(process.execPath, [...process.execArgv, path.join(path.dirname(fileURLToPath(import.meta.url)), "lib/startup-probe.mjs"), fake.url], { encoding: "utf8" }),
   );
   if (process.env.BENCH_THREADS !== "0") threadResults = await measureThreads(fake.url);
 } finally {
@@ -286,6 +289,8 @@ out.push(
     "agentrl turns/s ÷ bare requests/s; `CPU ratio` is bare CPU per request ÷ agentrl CPU per turn, which other load " +
     "on the machine moves less; `marginal` is agentrl CPU per turn − bare CPU per request, what the client adds to " +
     "the HTTP request itself. " +
+    `Node flags: ${process.execArgv.join(" ") || "none (V8's defaults)"}, as ` +
+    `${process.execArgv.length ? "`agentrl` runs (bin/agentrl.js's launcher)" : "`node bin/agentrl.js` runs"}. ` +
     `${os.cpus().length}-core machine shared with the fake server; load average ${os.loadavg()[0].toFixed(1)} at the ` +
     "start (other work on the machine moves turns/s; CPU per turn moves less).",
 );
