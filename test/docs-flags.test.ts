@@ -25,6 +25,7 @@ const OTHER_PROGRAMS_FLAGS: Record<string, string[]> = {
   ],
   "the embedded engine's own command line (python -m agentrl_worker.embedded_server)": ["--dtype", "--max-batch"],
   "the Python tool host's command line (python -m agentrl_worker.tool_host, docs/tool-host-protocol.md)": ["--class", "--config", "--schema", "--path"],
+  "Node, which bin/agentrl.js's launcher starts with a larger young generation (docs/benchmarks.md)": ["--max-semi-space-size"],
   "torchrun and the Python worker it starts": ["--nnodes", "--nproc_per_node", "--node_rank", "--parent-pid", "--idle-timeout-h"],
   "bubblewrap, which runs the python code tool (docs/security.md)": [
     "--clearenv",
