@@ -238,9 +238,11 @@ describe("preprocess gsm8k: outputs are never lost or half-written", () => {
     const seen = new Set<number>();
     for (const delayMs of [50, 150, 250, 350, 450, 600, 800]) {
       const child = spawn(process.execPath, [CLI, "preprocess", "gsm8k", "-i", GSM8K, "-o", out, "--force"], { stdio: "ignore" });
+      // Listening from the start: the whole rewrite takes about 0.7 s, so the later kills can come after it exited.
+      const closed = new Promise((resolve) => child.on("close", resolve));
       await new Promise((resolve) => setTimeout(resolve, delayMs));
       child.kill("SIGKILL");
-      await new Promise((resolve) => child.on("close", resolve));
+      await closed;
       for (const split of ["train", "test"]) {
         const rows = (await readParquetInfo(path.join(out, `${split}.parquet`))).numRows;
         expect([100, split === "train" ? 7473 : 1319]).toContain(rows);

@@ -97,6 +97,8 @@ describe("rollout killed with SIGKILL, then --resume", () => {
       "--n", "2", "--concurrency", "8", "--out", out, "--set", "output.row_group_size=16",
     ];
     const child = spawn(process.execPath, [CLI, ...args], { stdio: "ignore" });
+    // Listening from the start, so a run that ends before the kill still settles.
+    const closed = new Promise((r) => child.on("close", r));
     const pending = path.join(`${out}.parts`, "pending.jsonl");
     const partsDir = `${out}.parts`;
     // Kill once some trajectories are on disk but the run is far from done.
@@ -107,7 +109,7 @@ describe("rollout killed with SIGKILL, then --resume", () => {
       await new Promise((r) => setTimeout(r, 20));
     }
     child.kill("SIGKILL");
-    await new Promise((r) => child.on("close", r));
+    await closed;
     const before = await readAll(out);
     expect(before.length).toBeGreaterThan(0);
     expect(before.length).toBeLessThan(200);
@@ -136,6 +138,7 @@ describe("rollout interrupted with SIGINT, then --resume", () => {
       "--limit", "60", "--concurrency", "8", "--out", out,
     ];
     const child = spawn(process.execPath, [CLI, ...args], { stdio: ["ignore", "ignore", "pipe"] });
+    const closed = new Promise((r) => child.on("close", r));
     let stderr = "";
     child.stderr.on("data", (chunk) => (stderr += chunk));
     const deadline = Date.now() + 60_000;
@@ -143,7 +146,7 @@ describe("rollout interrupted with SIGINT, then --resume", () => {
       await new Promise((r) => setTimeout(r, 20));
     }
     child.kill("SIGINT");
-    const code = await new Promise((r) => child.on("close", r));
+    const code = await closed;
     expect(code).toBe(130);
     expect(stderr).toContain("--resume");
     const before = await readAll(out);

@@ -279,6 +279,8 @@ describe("agentrl train on the CPU demo", () => {
     // No periodic checkpoints: the one on disk after SIGINT is the one the interrupt wrote.
     const args = [...trainArgs(interrupted, RESUME_STEPS), "--set", "trainer.save_freq=-1"];
     const child = spawn(process.execPath, [CLI, ...args], { cwd: REPO_ROOT, stdio: ["ignore", "pipe", "pipe"] });
+    // Listening from the start: a run that exits on its own before step 2 must fail the test, not hang it.
+    const closed = new Promise((resolve) => child.on("close", resolve));
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (chunk) => (stdout += chunk));
@@ -288,7 +290,7 @@ describe("agentrl train on the CPU demo", () => {
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
     child.kill("SIGINT");
-    const code = await new Promise((resolve) => child.on("close", resolve));
+    const code = await closed;
     expect(code, stderr).toBe(130);
     expect(stderr).toContain("--resume");
     const stopped = stateStep(interrupted);
