@@ -8,7 +8,7 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { Tokenizer } from "@huggingface/tokenizers";
-import { buildTokenizer, type BpeModelInternals } from "../src/chat/bpe-tables.js";
+import { buildTokenizer, vocabSizeOf, type BpeModelInternals } from "../src/chat/bpe-tables.js";
 import { readModelFiles, type ModelFiles } from "../src/chat/files.js";
 import { QWEN3_DIR, REPO_ROOT } from "./fixtures/templates/materialize.js";
 
@@ -31,6 +31,8 @@ function expectSameAsLibrary(json: Record<string, unknown>, config: Record<strin
   const ours = buildTokenizer(structuredClone(json), config);
   const library = new Tokenizer(structuredClone(json), config);
   expect(snapshot(ours)).toEqual(snapshot(library));
+  // The vocab size is get_vocab's largest id + 1, read without building get_vocab's Map.
+  expect(vocabSizeOf(ours)).toBe([...library.get_vocab(true).values()].reduce((a, b) => Math.max(a, b), -1) + 1);
   for (const text of texts) {
     expect(ours.encode(text, { add_special_tokens: false }).ids).toEqual(library.encode(text, { add_special_tokens: false }).ids);
   }
@@ -99,6 +101,8 @@ describe("small tokenizers", () => {
     const ours = buildTokenizer(structuredClone(odd), {});
     expect(tablesOf(ours).merges).toEqual([["a", "b", "c"]]);
     const wordPiece = smallTokenizer({ type: "WordPiece", vocab: { "[UNK]": 0, a: 1, "##b": 2 }, unk_token: "[UNK]", continuing_subword_prefix: "##", max_input_chars_per_word: 100 }, []);
-    expect(buildTokenizer(structuredClone(wordPiece), {}).encode("ab", { add_special_tokens: false }).ids).toEqual([1, 2]);
+    const wordPieceTokenizer = buildTokenizer(structuredClone(wordPiece), {});
+    expect(wordPieceTokenizer.encode("ab", { add_special_tokens: false }).ids).toEqual([1, 2]);
+    expect(vocabSizeOf(wordPieceTokenizer)).toBe(3);
   });
 });

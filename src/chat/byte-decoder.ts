@@ -63,66 +63,76 @@ export function byteLevelDecoder(source: ByteDecoderSource): ByteDecoder | undef
   return new TableDecoder(source);
 }
 
-class TableDecoder implements ByteDecoder {
+/** What a decode looks up, per id. */
+interface DecodeTables {
   /** Bytes of id i: bytes.subarray(offsets[i], offsets[i + 1]). */
-  private readonly offsets: Int32Array;
-  private readonly bytes: Uint8Array;
-  private readonly kind: Uint8Array;
-  private readonly special: Uint8Array;
-  private readonly addedText = new Map<number, string>();
+  offsets: Int32Array;
+  bytes: Uint8Array;
+  kind: Uint8Array;
+  special: Uint8Array;
+  addedText: Map<number, string>;
+}
+
+/** Every id's bytes, kind and special flag: about 25 ms for Qwen3's 151,669 ids. */
+function buildTables(source: ByteDecoderSource): DecodeTables {
+  const n = source.vocabSize;
+  const toByte = unicodeToBytes();
+  const addedContents = new Set(source.addedTokens.map((t) => t.content));
+  const offsets = new Int32Array(n + 1);
+  const kind = new Uint8Array(n);
+  const special = new Uint8Array(n);
+  const addedText = new Map<number, string>();
+  const tokens: (string | undefined)[] = [];
+  let units = 0;
+  for (let id = 0; id < n; id++) {
+    const token = source.idToToken(id);
+    tokens.push(token);
+    units += token?.length ?? 0;
+  }
+  // At most one byte per UTF-16 code unit: a stand-in character is one unit, and a code point outside the
+  // alphabet (two units when astral) is one byte 0.
+  const bytes = new Uint8Array(units);
+  let at = 0;
+  for (let id = 0; id < n; id++) {
+    offsets[id] = at;
+    const token = tokens[id];
+    if (token === undefined) continue;
+    if (source.specialTexts.has(token)) special[id] = 1;
+    if (addedContents.has(token)) {
+      kind[id] = ADDED;
+      addedText.set(id, token);
+      continue;
+    }
+    for (let i = 0; i < token.length; i++) {
+      const unit = token.charCodeAt(i);
+      // A surrogate pair is one code point, which the library maps (to byte 0) once.
+      if (unit >= 0xd800 && unit <= 0xdbff && i + 1 < token.length) {
+        const next = token.charCodeAt(i + 1);
+        if (next >= 0xdc00 && next <= 0xdfff) i++;
+        bytes[at++] = 0;
+        continue;
+      }
+      const byte = toByte[unit]!;
+      bytes[at++] = byte < 0 ? 0 : byte;
+    }
+  }
+  offsets[n] = at;
+  return { offsets, bytes: bytes.subarray(0, at), kind, special, addedText };
+}
+
+/** Builds its tables at the first decode, not at load: a rollout's first request needs none and goes out sooner. */
+class TableDecoder implements ByteDecoder {
+  private tables: DecodeTables | undefined;
   /** Scratch space for one run of ordinary tokens, grown as needed. */
   /** A Buffer: its utf8 toString is cheaper per call than TextDecoder, and replaces bad bytes the same way. */
   private scratch = Buffer.allocUnsafe(4096);
 
-  constructor(source: ByteDecoderSource) {
-    const n = source.vocabSize;
-    const toByte = unicodeToBytes();
-    const addedContents = new Set(source.addedTokens.map((t) => t.content));
-    this.offsets = new Int32Array(n + 1);
-    this.kind = new Uint8Array(n);
-    this.special = new Uint8Array(n);
-    const tokens: (string | undefined)[] = [];
-    let units = 0;
-    for (let id = 0; id < n; id++) {
-      const token = source.idToToken(id);
-      tokens.push(token);
-      units += token?.length ?? 0;
-    }
-    // At most one byte per UTF-16 code unit: a stand-in character is one unit, and a code point outside the
-    // alphabet (two units when astral) is one byte 0.
-    const bytes = new Uint8Array(units);
-    let at = 0;
-    for (let id = 0; id < n; id++) {
-      this.offsets[id] = at;
-      const token = tokens[id];
-      if (token === undefined) continue;
-      if (source.specialTexts.has(token)) this.special[id] = 1;
-      if (addedContents.has(token)) {
-        this.kind[id] = ADDED;
-        this.addedText.set(id, token);
-        continue;
-      }
-      for (let i = 0; i < token.length; i++) {
-        const unit = token.charCodeAt(i);
-        // A surrogate pair is one code point, which the library maps (to byte 0) once.
-        if (unit >= 0xd800 && unit <= 0xdbff && i + 1 < token.length) {
-          const next = token.charCodeAt(i + 1);
-          if (next >= 0xdc00 && next <= 0xdfff) i++;
-          bytes[at++] = 0;
-          continue;
-        }
-        const byte = toByte[unit]!;
-        bytes[at++] = byte < 0 ? 0 : byte;
-      }
-    }
-    this.offsets[n] = at;
-    this.bytes = bytes.subarray(0, at);
-  }
+  constructor(private readonly source: ByteDecoderSource) {}
 
   decode(ids: readonly number[], skipSpecialTokens: boolean): string {
     let text = "";
     let length = 0;
-    const { offsets, bytes, kind, special } = this;
+    const { offsets, bytes, kind, special, addedText } = (this.tables ??= buildTables(this.source));
     for (let i = 0; i < ids.length; i++) {
       const id = ids[i]!;
       const idKind = kind[id];
@@ -132,7 +142,7 @@ class TableDecoder implements ByteDecoder {
       if (idKind === ADDED) {
         if (length > 0) text += this.flush(length);
         length = 0;
-        text += this.addedText.get(id)!;
+        text += addedText.get(id)!;
         continue;
       }
       const from = offsets[id]!;

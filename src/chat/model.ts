@@ -7,7 +7,7 @@
  * (Qwen's "\n"), which the engine never samples but which the next turn's prompt contains.
  */
 import type { Tokenizer } from "@huggingface/tokenizers";
-import { buildTokenizer } from "./bpe-tables.js";
+import { buildTokenizer, vocabSizeOf } from "./bpe-tables.js";
 import { Template } from "./jinja.js";
 import { InputError } from "../errors.js";
 import { readModelFiles, tokenText, type ModelFiles } from "./files.js";
@@ -125,9 +125,7 @@ export class ChatModel {
     this.encodePiece = memo ?? ((piece) => this.tokenizer.encode(piece, { add_special_tokens: false }).ids);
     this.controlIds = new Set([...added].filter(([, special]) => special).map(([id]) => id));
 
-    let maxId = -1;
-    for (const id of this.tokenizer.get_vocab(true).values()) maxId = Math.max(maxId, id);
-    this.vocabSize = maxId + 1;
+    this.vocabSize = vocabSizeOf(this.tokenizer);
     this.embeddingSize = Math.max(this.vocabSize, files.embeddingRows ?? 0);
     this.byteDecoder = byteLevelDecoder({
       decoder: files.tokenizerJson.decoder,
