@@ -1,13 +1,15 @@
 /**
  * One HTTP attempt (src/engine/http.ts, undici's dispatch with a body-gathering handler): the outcome of an answer, a
  * refused connection and a cut body, and an attempt that waits for a connection behind another: its timeout or its
- * caller's abort settles it at once, and an aborted one never reaches the server.
+ * caller's abort settles it at once, and an aborted one never reaches the server. The Agent the client loads on
+ * its own (src/engine/undici-agent.ts) is undici's.
  */
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { Agent } from "undici";
 import { afterEach, describe, expect, it } from "vitest";
 import { sendAttempt } from "../src/engine/http.js";
+import { Agent as ClientAgent } from "../src/engine/undici-agent.js";
 
 let server: http.Server | undefined;
 let agent: Agent | undefined;
@@ -37,7 +39,8 @@ afterEach(async () => {
   for (const res of held.splice(0)) res.end("{}");
   seen.length = 0;
   await agent?.close();
-  await new Promise((resolve) => server?.close(resolve));
+  const running = server;
+  if (running) await new Promise((resolve) => running.close(resolve));
   server = undefined;
   agent = undefined;
 });
@@ -91,4 +94,8 @@ describe("sendAttempt", () => {
     expect(await attempt(`${base}/ok`)).toMatchObject({ kind: "response" });
     expect(seen).toEqual(["/hold", "/ok"]);
   });
+});
+
+it("the client's Agent, loaded without the rest of undici, is the package's own Agent class", () => {
+  expect(ClientAgent).toBe(Agent);
 });

@@ -4,7 +4,8 @@
  * route them; sglang.md §3). Protocol facts come from ../shared/reference/sglang.md.
  */
 import { randomUUID } from "node:crypto";
-import { Agent, type Dispatcher } from "undici";
+import type { Dispatcher } from "undici";
+import { Agent } from "./undici-agent.js";
 import { z } from "zod";
 import { UsageError } from "../errors.js";
 import { formatIssues } from "../zod-issues.js";
