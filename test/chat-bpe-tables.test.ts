@@ -4,13 +4,12 @@
  * for small tokenizers made to hit every branch: merges in both formats, parts JSON must escape, an added token that
  * takes a vocab entry's text, an unknown token. What the library builds any other way goes through it unchanged.
  */
-import { readFileSync } from "node:fs";
-import path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { Tokenizer } from "@huggingface/tokenizers";
 import { buildTokenizer, vocabSizeOf, type BpeModelInternals } from "../src/chat/bpe-tables.js";
 import { readModelFiles, type ModelFiles } from "../src/chat/files.js";
-import { QWEN3_DIR, REPO_ROOT } from "./fixtures/templates/materialize.js";
+import { QWEN3_DIR } from "./fixtures/templates/materialize.js";
+import { gsm8kTexts } from "./helpers/gsm8k-texts.js";
 
 const tablesOf = (tokenizer: Tokenizer) => (tokenizer as unknown as { model: BpeModelInternals }).model;
 
@@ -46,11 +45,7 @@ describe("the Qwen3 tokenizer", () => {
   });
 
   it("gets the library's tables, entry for entry, and its ids on GSM8K", () => {
-    const lines = readFileSync(path.join(REPO_ROOT, "..", "shared/datasets/gsm8k/test.jsonl"), "utf8").split("\n");
-    const texts = lines.slice(0, 50).filter(Boolean).map((line) => {
-      const row = JSON.parse(line) as { question: string; answer: string };
-      return `${row.question}\n${row.answer} "quoted" back\\slash <|im_end|>`;
-    });
+    const texts = gsm8kTexts(50, "test").map((text) => `${text} "quoted" back\\slash <|im_end|>`);
     const ours = expectSameAsLibrary(files.tokenizerJson, files.tokenizerConfig, texts);
     // Built here, not by the library: the merge list is not the one in tokenizer.json's model.
     expect(tablesOf(ours).merges).not.toBe((files.tokenizerJson.model as { merges: unknown }).merges);

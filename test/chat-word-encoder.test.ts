@@ -2,14 +2,13 @@
  * The word-memo encoder (src/chat/word-encoder.ts) must give exactly the library's ids for any piece, memo cold or
  * warm, and must stay off for tokenizers whose normaliser or pre-tokenizer it cannot reproduce word by word.
  */
-import { readFileSync } from "node:fs";
-import path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import fc from "fast-check";
 import { Tokenizer } from "@huggingface/tokenizers";
 import { readModelFiles, type ModelFiles } from "../src/chat/files.js";
 import { wordMemoEncoder } from "../src/chat/word-encoder.js";
-import { QWEN3_DIR, REPO_ROOT } from "./fixtures/templates/materialize.js";
+import { QWEN3_DIR } from "./fixtures/templates/materialize.js";
+import { gsm8kTexts } from "./helpers/gsm8k-texts.js";
 
 let files: ModelFiles;
 let tokenizer: Tokenizer;
@@ -20,15 +19,6 @@ beforeAll(async () => {
   tokenizer = new Tokenizer(files.tokenizerJson, files.tokenizerConfig);
   library = (text) => tokenizer.encode(text, { add_special_tokens: false }).ids;
 });
-
-/** GSM8K questions and answers: the words a rollout meets, most of them many times. */
-function gsm8kTexts(count: number): string[] {
-  const lines = readFileSync(path.join(REPO_ROOT, "..", "shared/datasets/gsm8k/train.jsonl"), "utf8").split("\n");
-  return lines.slice(0, count).filter(Boolean).map((line) => {
-    const row = JSON.parse(line) as { question: string; answer: string };
-    return `${row.question}\n${row.answer}`;
-  });
-}
 
 /** Text made to break word-by-word encoding: whitespace before words, contractions, digit runs, scripts, marks. */
 const TRICKY = [
