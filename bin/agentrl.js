@@ -3,8 +3,9 @@
 # Run as a program (`agentrl ...` on the PATH, `./bin/agentrl.js`), this file is a shell script first: it replaces
 # itself (exec: same process id, so signals and exit codes are Node's) with Node running this same file, with a larger
 # young generation. A rollout allocates about 150 KB of short-lived objects per turn; with V8's default 16 MB
-# semi-space the scavenger runs every ~180 turns and copies every trajectory in flight each time. At 64 MB it runs a
-# quarter as often: 20% less client CPU per turn at 256 in flight (docs/benchmarks.md), for up to ~150 MB more memory.
+# semi-space the scavenger runs every ~90 turns and copies every trajectory in flight each time. At 64 MB it runs a
+# quarter as often: about a quarter less client CPU per turn at 256 in flight (docs/benchmarks.md), for up to ~150 MB
+# more memory.
 # A --max-semi-space-size in NODE_OPTIONS is the user's choice and wins. Run as `node bin/agentrl.js`, Node reads the
 # line above as a string and this block as a comment, and V8's defaults apply.
 case " $NODE_OPTIONS " in

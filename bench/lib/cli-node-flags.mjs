@@ -22,9 +22,9 @@ export function cliNodeFlags() {
  * BENCH_CLI_FLAGS=0 keeps V8's defaults (what `node bin/agentrl.js` runs with), for a side-by-side.
  */
 export function relaunchWithCliNodeFlags() {
-  if (process.env.BENCH_CLI_FLAGS === "0") return [];
+  if (process.env.BENCH_CLI_FLAGS === "0") return;
   const flags = cliNodeFlags();
-  if (flags.every((flag) => process.execArgv.includes(flag))) return flags;
+  if (flags.every((flag) => process.execArgv.includes(flag))) return;
   const run = spawnSync(process.execPath, [...flags, ...process.execArgv, ...process.argv.slice(1)], { stdio: "inherit" });
   process.exit(run.status ?? 1);
 }
