@@ -118,7 +118,9 @@ class SimEngine {
 }
 
 /** One run of the real scheduler against the simulated engine and trainer; what the table reports. */
-async function simulate({ mode, threshold = 1, partial = true, seed, msPerToken }) {
+async function simulate({ mode, threshold = 1, partial = true, syncEvery = 1, seed, msPerToken }) {
+  // trigger_parameter_sync_step k: k updates on a k-th of the batch per sync, so a version trains the same groups.
+  const groupsPerStep = GROUPS / syncEvery;
   const time = new VirtualTime();
   const engine = new SimEngine(time);
   let nextGroup = 0;
@@ -142,9 +144,13 @@ async function simulate({ mode, threshold = 1, partial = true, seed, msPerToken 
   const merge = (parts) => ({ groups: parts.reduce((s, p) => s + p.groups, 0), tokens: parts.reduce((s, p) => s + p.tokens, 0) });
   const steps = [];
   let trainMs = 0;
+  let unsyncedMs = 0;
   const options = {
-    mode, firstStep: 1, lastStep: STEPS, signal: new AbortController().signal, clock: () => time.now,
-    fullyAsync: { groupsPerBatch: GROUPS, stalenessThreshold: threshold, maxGroupsInFlight: Number.POSITIVE_INFINITY, maxDiscardedPerStep: GROUPS },
+    mode, firstStep: 1, lastStep: STEPS * syncEvery, signal: new AbortController().signal, clock: () => time.now,
+    fullyAsync: {
+      groupsPerBatch: groupsPerStep, stalenessThreshold: threshold, syncEvery,
+      maxGroupsInFlight: Number.POSITIVE_INFINITY, maxDiscardedPerStep: groupsPerStep,
+    },
     generator: {
       batch: async (_step, signal) => merge(await Promise.all(Array.from({ length: GROUPS }, () => runGroup(signal)))),
       size: (batch) => batch.groups,
@@ -155,13 +161,19 @@ async function simulate({ mode, threshold = 1, partial = true, seed, msPerToken 
       assemble: (_step, kept) => merge(kept),
     },
     trainer: {
-      train: async (_step, batch) => {
+      train: async (_step, batch, sync) => {
         const ms = batch.tokens * msPerToken;
-        trainMs += ms;
         await time.sleep(ms * (1 - LOAD_SHARE)); // the update: the engine goes on generating
+        trainMs += ms * (1 - LOAD_SHARE);
+        unsyncedMs += ms;
+        if (!sync) return;
+        // The load is the same work per version however many updates it took: its share of the tokens trained since.
+        const loadMs = unsyncedMs * LOAD_SHARE;
+        unsyncedMs = 0;
         if (partial) engine.pause();
         else await engine.drain(); // the trainer waits for the stragglers in flight
-        await time.sleep(ms * LOAD_SHARE);
+        await time.sleep(loadMs);
+        trainMs += loadMs;
         engine.open();
       },
       finish: async (_step, batch, report) => {
@@ -187,7 +199,8 @@ function summarise(steps, wallMs, trainMs, engine) {
     generatorIdleMs += step.report.generatorIdle * (step.at - previous);
     previous = step.at;
   }
-  const staleness = steps.flatMap((s) => s.report.staleness);
+  const staleness = steps.flatMap((s) => s.report.syncStaleness);
+  const updates = steps.flatMap((s) => s.report.staleness);
   return {
     samplesPerHour: (steps.reduce((s, x) => s + x.samples, 0) / wallMs) * 3_600_000,
     trainerIdle: 1 - trainMs / wallMs,
@@ -195,6 +208,7 @@ function summarise(steps, wallMs, trainMs, engine) {
     engineUtilisation: engine.busySlotMs / (CAPACITY * wallMs),
     stalenessMean: staleness.reduce((s, x) => s + x, 0) / staleness.length,
     stalenessMax: Math.max(...staleness),
+    updateStalenessMax: Math.max(...updates),
     dropped: steps.reduce((s, x) => s + x.report.droppedStale, 0),
   };
 }
@@ -225,6 +239,10 @@ const CELLS = [
   { label: "fully_async, staleness_threshold 0.5", mode: "fully_async", threshold: 0.5 },
   { label: "fully_async, staleness_threshold 1", mode: "fully_async", threshold: 1 },
   { label: "fully_async, staleness_threshold 2", mode: "fully_async", threshold: 2 },
+  { label: "fully_async, staleness_threshold 0, trigger_parameter_sync_step 4", mode: "fully_async", threshold: 0, syncEvery: 4 },
+  { label: "fully_async, staleness_threshold 0.5, trigger_parameter_sync_step 4", mode: "fully_async", threshold: 0.5, syncEvery: 4 },
+  { label: "fully_async, staleness_threshold 1, trigger_parameter_sync_step 4", mode: "fully_async", threshold: 1, syncEvery: 4 },
+  { label: "fully_async, staleness_threshold 2, trigger_parameter_sync_step 4", mode: "fully_async", threshold: 2, syncEvery: 4 },
   { label: "one_step_off, partial_rollout false", mode: "one_step_off", partial: false },
   { label: "fully_async, staleness_threshold 1, partial_rollout false", mode: "fully_async", threshold: 1, partial: false },
   { label: "fully_async, staleness_threshold 2, partial_rollout false", mode: "fully_async", threshold: 2, partial: false },
@@ -257,30 +275,54 @@ out.push(
     `(trainer.colocate false, which the async modes need). Every mode replays the same prompts' draws; throughput is ` +
     `samples trained per hour of simulated time over the whole run (the first step's wait included); ratios are to ` +
     `sync on the same seed, medians over ${SEEDS.length} seeds (min–max). Idle: the scheduler's trainer/idle_ratio and ` +
-    `rollouter/idle_ratio over the run; engine utilisation is busy decode slots / capacity.`,
+    `rollouter/idle_ratio over the run; engine utilisation is busy decode slots / capacity. ` +
+    `The trigger_parameter_sync_step 4 rows are verl's like-for-like setting (its fully_async README): ${STEPS} versions of ` +
+    `4 updates on ${GROUPS / 4} groups each, the same ${GROUPS} groups per synced version as sync trains in one step ` +
+    `(sync with ppo_mini_batch_size ${GROUPS / 4} makes the same 4 optimizer steps); each update costs its own tokens, ` +
+    `and the load, once per version, costs what sync's does. Staleness is counted in syncs (verl's parameter versions, ` +
+    `what the bound limits; equal to updates when every update is synced), and its maximum in updates beside it.`,
 );
 out.push("");
-out.push("| mode | samples/h | × sync | trainer idle | generator idle | engine utilisation | staleness mean / max | dropped stale groups |");
-out.push("|---|---|---|---|---|---|---|---|");
+out.push("| mode | samples/h | × sync | trainer idle | generator idle | engine utilisation | staleness mean / max (syncs) | max in updates | dropped stale groups |");
+out.push("|---|---|---|---|---|---|---|---|---|");
 const main = await table(ROLLOUT_SHARE, CELLS);
 CELLS.forEach((cell, i) => {
   const r = main[i];
   const m = (key) => median(r.map((x) => x[key]));
   out.push(
     `| ${cell.label} | ${m("samplesPerHour").toFixed(0)} | ${range(r.map((x) => x.ratio))} | ${pct(m("trainerIdle"))} | ` +
-      `${pct(m("generatorIdle"))} | ${pct(m("engineUtilisation"))} | ${fmt(m("stalenessMean"))} / ${Math.max(...r.map((x) => x.stalenessMax))} | ${m("dropped")} |`,
+      `${pct(m("generatorIdle"))} | ${pct(m("engineUtilisation"))} | ${fmt(m("stalenessMean"))} / ${Math.max(...r.map((x) => x.stalenessMax))} | ` +
+      `${Math.max(...r.map((x) => x.updateStalenessMax))} | ${m("dropped")} |`,
   );
 });
 out.push("");
 out.push("Sensitivity to the split (× sync; rollout share of a sync step):");
 out.push("");
 const shares = [0.5, 0.7, 0.85];
-const picked = [CELLS[1], CELLS[4], CELLS[5]];
+const picked = ["one_step_off", "staleness_threshold 1", "staleness_threshold 2", "staleness_threshold 1, trigger", "staleness_threshold 2, trigger"].map(
+  (part) => CELLS.find((cell) => cell.label.includes(part) && !cell.label.includes("partial") && (part.includes("trigger") || !cell.label.includes("trigger"))),
+);
 out.push(`| mode | ${shares.map((s) => `rollout ${pct(s)}`).join(" | ")} |`);
 out.push(`|---|${shares.map(() => "---").join("|")}|`);
 const bySplit = [];
 for (const share of shares) bySplit.push(await table(share, [CELLS[0], ...picked]));
 picked.forEach((cell, i) => out.push(`| ${cell.label} | ${bySplit.map((rows) => range(rows[i + 1].map((x) => x.ratio))).join(" | ")} |`));
+out.push("");
+out.push(
+  "Updates per sync (trigger_parameter_sync_step k, each update on 32 / k groups; × sync, and in brackets the most " +
+    "updates a trained group lagged): more updates per sync stream the trainer through a version, and a bound in syncs " +
+    "allows proportionally more lag in updates.",
+);
+out.push("");
+const perSync = [1, 2, 4, 8];
+out.push(`| staleness_threshold | ${perSync.map((k) => `k = ${k}`).join(" | ")} |`);
+out.push(`|---|${perSync.map(() => "---").join("|")}|`);
+for (const threshold of [1, 2]) {
+  const cells = perSync.map((k) => ({ label: `k ${k}`, mode: "fully_async", threshold, syncEvery: k }));
+  const rows = await table(ROLLOUT_SHARE, [CELLS[0], ...cells]);
+  const text = rows.slice(1).map((r) => `${range(r.map((x) => x.ratio))} [${Math.max(...r.map((x) => x.updateStalenessMax))}]`);
+  out.push(`| ${threshold} | ${text.join(" | ")} |`);
+}
 out.push("");
 out.push(
   "Context, not comparable one to one (anchors.md): verl reports **2.35–2.67×** end to end for fully_async " +

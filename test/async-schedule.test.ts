@@ -27,6 +27,8 @@ class Harness {
   readonly log: string[] = [];
   readonly reports = new Map<number, StepReport>();
   readonly trained = new Map<number, number[]>();
+  /** Per step, whether the schedule asked its update to be synced. */
+  readonly synced = new Map<number, boolean>();
   private nextId = 0;
   /** Resolve training at once (the fully async checks drive generation only). */
   autoTrain = false;
@@ -42,8 +44,9 @@ class Harness {
         assemble: (_step, kept) => kept,
       },
       trainer: {
-        train: async (step, batch) => {
+        train: async (step, batch, sync) => {
           this.trained.set(step, batch);
+          this.synced.set(step, sync);
           if (!this.autoTrain) await this.call<void>("train", step, undefined);
           this.log.push(`trained ${step}`);
         },
@@ -344,5 +347,126 @@ describe("fully_async", () => {
     }
     await done;
     expect(h.trained.get(1)).toEqual([]);
+  });
+});
+
+describe("fully_async with trigger_parameter_sync_step", () => {
+  /** Settles open groups in a seeded random order until the schedule ends. */
+  async function drive(h: Harness, done: Promise<unknown>, seed: number): Promise<void> {
+    const random = seededRandom(seed);
+    const finished = { value: false };
+    void done.finally(() => (finished.value = true));
+    let id = 0;
+    let idle = 0;
+    while (!finished.value) {
+      await flush();
+      const open = h.pending("group");
+      if (open.length > 0) h.settle(open[Math.floor(random() * open.length)]!, id++);
+      // Training resolves at once here: a schedule with nothing generating for this long is stuck.
+      idle = open.length > 0 ? 0 : idle + 1;
+      if (idle > 100) throw new Error("the schedule waits with no group generating");
+    }
+  }
+
+  it("syncs every k-th update, at a step the caller needs synced, and after the last", async () => {
+    const h = new Harness();
+    h.autoTrain = true;
+    const done = runSchedule(h.options("fully_async", 7, undefined, { syncEvery: 3, mustSync: (step) => step === 5 }));
+    await drive(h, done, 1);
+    expect(await done).toEqual({ steps: 7, stopped: false });
+    expect([...h.synced.entries()]).toEqual([[1, false], [2, false], [3, true], [4, false], [5, true], [6, true], [7, true]]);
+  });
+
+  it("admits k × (1 + staleness_threshold) batches from each sync, not from each update", async () => {
+    const h = new Harness();
+    const done = runSchedule(h.options("fully_async", 4, undefined, { syncEvery: 2, stalenessThreshold: 0 }));
+    await flush();
+    const first = h.pending("group");
+    expect(first).toHaveLength(4); // two updates of 2 groups until the first sync
+    first.slice(0, 2).forEach((c, i) => h.settle(c, i));
+    await flush();
+    h.resolveOne("train", undefined, 1);
+    await flush();
+    expect(h.pending("group")).toHaveLength(2); // step 1 was not synced: nothing new starts
+    first.slice(2).forEach((c, i) => h.settle(c, 2 + i));
+    await flush();
+    h.resolveOne("train", undefined, 2);
+    await flush();
+    expect(h.pending("group")).toHaveLength(4); // synced: the next version's groups start
+    for (const c of h.pending("group")) h.settle(c, 10 + c.id);
+    await flush();
+    h.resolveOne("train", undefined, 3);
+    await flush();
+    h.resolveOne("train", undefined, 4);
+    await done;
+    expect([...h.reports.values()].flatMap((r) => r.syncStaleness)).toEqual([0, 0, 0, 0, 0, 0, 0, 0]);
+    expect([...h.reports.values()].flatMap((r) => r.staleness)).toEqual([0, 0, 1, 1, 0, 0, 1, 1]);
+  });
+
+  it("keeps a slow group through the updates of its last version, and drops it at the sync after", async () => {
+    for (const lateBy of [3, 4]) {
+      const h = new Harness();
+      h.autoTrain = true;
+      const done = runSchedule(h.options("fully_async", 6, undefined, { syncEvery: 2, stalenessThreshold: 1 }));
+      await flush();
+      const slow = h.pending("group")[0]!; // started on the first weights (0 syncs)
+      let id = 100;
+      // Steps 1..lateBy − 1 train without it. Syncs after steps 2 and 4: trained in step 3 or 4 it lags 1 sync.
+      while (h.trained.size < lateBy - 1) {
+        h.settle(h.pending("group").find((c) => c !== slow)!, id++);
+        await flush();
+      }
+      h.settle(slow, 1);
+      await flush();
+      while (h.trained.size < 6) {
+        const open = h.pending("group").filter((c) => c !== slow);
+        if (open.length > 0) h.settle(open[0]!, id++);
+        await flush();
+      }
+      await done;
+      const step = [...h.trained.entries()].find(([, groups]) => groups.includes(1))?.[0];
+      expect(step).toBe(lateBy);
+      expect(h.reports.get(lateBy)!.syncStaleness).toContain(1);
+      expect(h.reports.get(lateBy)!.staleness).toContain(lateBy - 1);
+    }
+    // Not finished by the hand-out of step 4, the last update on that version: aborted, dropped, never trained.
+    const h = new Harness();
+    h.autoTrain = true;
+    const done = runSchedule(h.options("fully_async", 6, undefined, { syncEvery: 2, stalenessThreshold: 1 }));
+    await flush();
+    const slow = h.pending("group")[0]!;
+    let id = 100;
+    while (h.trained.size < 4) {
+      expect(slow.signal!.aborted).toBe(false);
+      h.settle(h.pending("group").find((c) => c !== slow)!, id++);
+      await flush();
+    }
+    expect(slow.signal!.aborted).toBe(true);
+    await drive(h, done, 2);
+    expect([...h.reports.values()].reduce((n, r) => n + r.droppedStale, 0)).toBe(1);
+  });
+
+  it.each([
+    [2, 0.5],
+    [2, 1],
+    [3, 1],
+    [4, 2],
+  ])("with k = %s never trains past ceil(staleness_threshold = %s) syncs, nor a group twice, whatever the finishing order", async (k, threshold) => {
+    for (const seed of [1, 2, 3, 4, 5]) {
+      const h = new Harness();
+      h.autoTrain = true;
+      const steps = 13;
+      const done = runSchedule(h.options("fully_async", steps, undefined, { groupsPerBatch: 3, stalenessThreshold: threshold, syncEvery: k }));
+      await drive(h, done, seed);
+      expect(await done).toEqual({ steps, stopped: false });
+      const trained = [...h.trained.values()].flat();
+      expect(new Set(trained).size).toBe(trained.length);
+      expect(trained).toHaveLength(steps * 3);
+      const reports = [...h.reports.values()];
+      const bound = Math.ceil(threshold);
+      expect(Math.max(...reports.flatMap((r) => r.syncStaleness))).toBeLessThanOrEqual(bound);
+      expect(Math.max(...reports.flatMap((r) => r.staleness))).toBeLessThanOrEqual(k * (bound + 1) - 1);
+      expect(Math.min(...reports.flatMap((r) => r.staleness))).toBeGreaterThanOrEqual(0);
+    }
   });
 });

@@ -66,9 +66,17 @@ describe("agentrl train --dry-run", () => {
     const colocated = await runCli(["train", "--config", file, "--dry-run", "--colocate", "--set", "async_training.mode=one_step_off"]);
     expect(colocated.code).toBe(2);
     expect(colocated.stderr).toContain("async_training.mode: one_step_off needs the engine on GPUs of its own; trainer.colocate is true");
-    const verlSync = await runCli(["train", "--config", file, "--dry-run", "--set", "async_training.trigger_parameter_sync_step=4"]);
-    expect(verlSync.code).toBe(2);
-    expect(verlSync.stderr).toContain("async_training.trigger_parameter_sync_step=4: agentrl syncs the weights after every update");
+    const syncEvery = ["--set", "async_training.trigger_parameter_sync_step=4"];
+    const notAsync = await runCli(["train", "--config", file, "--dry-run", ...syncEvery, "--set", "async_training.mode=one_step_off"]);
+    expect(notAsync.code).toBe(2);
+    expect(notAsync.stderr).toContain("async_training.trigger_parameter_sync_step: 4 needs async_training.mode fully_async; the mode is one_step_off");
+    const local = await runCli(["train", "--config", file, "--dry-run", "--json", ...syncEvery, "--set", "async_training.mode=fully_async"]);
+    expect(local.code, local.stderr).toBe(0);
+    expect(JSON.parse(local.stdout).implied.generation).toBe(
+      "fully_async: each step updates on 16 groups, the weights go to the engine every 4 steps (trigger_parameter_sync_step); " +
+        "generation runs up to 128 groups beyond the last sync; staleness ≤ 1 syncs (≤ 7 updates), staler groups dropped; " +
+        "a sync pauses generation and continues it on the new weights (partial rollouts)",
+    );
   });
 
   it("rejects a misspelled key given with --set", async () => {

@@ -3,9 +3,10 @@
  * - one_step_off, 3 steps: the run completes; step 1 trains on the starting weights (staleness 0) and every later step
  *   on a batch generated one version back (staleness 1); the steps use the prompts of the seeded data order in the
  *   order sync would; the metrics line carries the idle ratios.
- * - fully_async, 4 steps, staleness_threshold 1, SIGKILLed mid-step and resumed: the checkpointed steps' samples are
- *   kept, each step trains once, no trained group lags more than one version, and no prompt's group is trained twice,
- *   across the kill.
+ * - fully_async, 4 steps, staleness_threshold 1, trigger_parameter_sync_step 2, SIGKILLed mid-step and resumed: the
+ *   checkpointed steps' samples are kept, each step trains once, no trained group lags more than one sync, no prompt's
+ *   group is trained twice, across the kill; the engine gets the weights every second step of each run and after the
+ *   last.
  * The scheduler's own rules (overlap, drops, admission) are test/async-schedule.test.ts's, with fakes.
  */
 import { mkdirSync, readFileSync } from "node:fs";
@@ -109,7 +110,11 @@ describe("async_training.mode: one_step_off, stopped and resumed", () => {
 describe("async_training.mode: fully_async, killed and resumed", () => {
   it("SIGKILL mid-step, then --resume: the checkpointed steps stay as trained, every step trains once, no group twice", async () => {
     const runDir = path.join(scratch, "fully_async-killed");
-    const args = [...trainArgs(runDir, "fully_async", 4), "--json", "--set", "trainer.save_freq=1", "--set", "async_training.staleness_threshold=1"];
+    const args = [
+      ...trainArgs(runDir, "fully_async", 4), "--json", "--set", "trainer.save_freq=1", "--set", "async_training.staleness_threshold=1",
+      // Checkpoints between syncs too: the resumed run must start the engine on the checkpoint's weights.
+      "--set", "async_training.trigger_parameter_sync_step=2",
+    ];
     // Its own temp folder: whatever a killed run could leave there stays in the test's scratch folder.
     const killedTmp = path.join(scratch, "killed-tmp");
     mkdirSync(killedTmp);
@@ -134,8 +139,14 @@ describe("async_training.mode: fully_async, killed and resumed", () => {
     expect(trained.every((prompts) => prompts.length > 0)).toBe(true);
     const all = trained.flat();
     expect(new Set(all).size).toBe(all.length); // no prompt's group trained twice, across the kill
-    // Within the bound on both sides of the kill: no trained group lags more than one version.
-    for (const m of readMetrics(runDir)) expect(m["async/staleness_max"]).toBeLessThanOrEqual(1);
+    // Within the bound on both sides of the kill: no trained group lags more than one sync (three updates).
+    const metrics = readMetrics(runDir);
+    for (const m of metrics) expect(m["async/sync_staleness_max"]).toBeLessThanOrEqual(1);
+    for (const m of metrics) expect(m["async/staleness_max"]).toBeLessThanOrEqual(3);
+    // Each run syncs after every second of its own steps and after the last; the resumed one counts from its first.
+    const syncs = metrics.filter((m) => m["timing_s/update_weights"] !== undefined).map((m) => m.step);
+    const expected = [1, 2, 3, 4].filter((s) => (s <= checkpointed ? s % 2 === 0 : (s - checkpointed) % 2 === 0 || s === 4));
+    expect(syncs).toEqual(expected);
     expect(trained.every((prompts) => prompts.length <= GROUPS)).toBe(true);
   }, 600_000);
 });

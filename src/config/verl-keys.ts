@@ -201,10 +201,8 @@ export const VERL_KEYS: readonly VerlKey[] = [
   ignored("algorithm.kl_penalty", TRAIN, KL_ONLY_IN_LOSS, { values: ["kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "full"] }),
   ignored("algorithm.kl_ctrl", TRAIN, KL_ONLY_IN_LOSS, { subtree: true }),
 
-  // async_training (verl's fully_async_policy recipe; agentrl's own keys there are mode and staleness_threshold)
-  fixed("async_training.trigger_parameter_sync_step", TRAIN, 1, "every update is synced to the engine, so staleness counts updates", {
-    refuse: "agentrl syncs the weights after every update (one step = one update on data.train_batch_size groups); for fewer syncs raise data.train_batch_size",
-  }),
+  // async_training (verl's fully_async_policy recipe; agentrl's own keys there are mode, staleness_threshold,
+  // trigger_parameter_sync_step and partial_rollout)
   ignored("async_training.require_batches", TRAIN,
     "a fully_async step trains on data.train_batch_size groups (verl: require_batches × ppo_mini_batch_size samples)"),
   fixed("async_training.compute_prox_log_prob", TRAIN, true, "the worker always recomputes old log-probs with the weights being trained", {

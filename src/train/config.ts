@@ -163,7 +163,12 @@ export const trainConfigSchema = z.strictObject({
       staleness_threshold: z
         .number().nonnegative().default(1)
         .describe(
-          "fully_async: how far generation may run ahead, in batches (verl's meaning): groups started ≤ (steps trained + 1 + staleness_threshold) × train_batch_size. A group whose staleness (policy versions between the weights it started with and the weights trained) would exceed ceil(staleness_threshold) is dropped and counted (async/dropped_stale); verl drops none",
+          "fully_async: how far generation may run ahead, in batches (verl's meaning): groups started ≤ (steps trained + 1 + staleness_threshold) × train_batch_size. A group whose staleness (policy versions between the weights it started with and the weights trained) would exceed ceil(staleness_threshold) is dropped and counted (async/dropped_stale); verl drops none. With trigger_parameter_sync_step > 1 both rules count weight syncs",
+        ),
+      trigger_parameter_sync_step: z
+        .number().int().positive().default(1)
+        .describe(
+          "fully_async: updates between weight syncs (verl's local updates). Each step still updates on data.train_batch_size groups as soon as they are ready; the engine gets the weights every k-th step (and at validation steps and the last). staleness_threshold then counts syncs: admission allows k × (1 + staleness_threshold) batches ahead of the last sync, and a group is dropped when more than ceil(staleness_threshold) syncs separate its start from its update. verl's like-for-like setting: k × train_batch_size = the sync run's train_batch_size. 1 in the other modes",
         ),
       partial_rollout: z
         .boolean().default(true)

@@ -101,6 +101,9 @@ async function trainSteps(first: number, last: number, stages: TrainStages, draw
     fullyAsync: {
       groupsPerBatch: config.data.train_batch_size,
       stalenessThreshold: config.async_training.staleness_threshold,
+      syncEvery: config.async_training.trigger_parameter_sync_step,
+      // Validation samples from the engine: it must serve the step validated.
+      mustSync: (step) => validationDue(config.trainer.test_freq, step, last),
       // Trajectories share max_concurrency slots (generation.ts); admission alone bounds the groups drawn ahead.
       maxGroupsInFlight: Number.POSITIVE_INFINITY,
       maxDiscardedPerStep: (filter.enable ? filter.max_num_gen_batches : 1) * config.data.train_batch_size,
@@ -114,20 +117,26 @@ function stepTrainer(total: number, stages: TrainStages, generator: TrainGenerat
   const { progress } = stages;
   const updates = new Map<number, Record<string, number>>();
   let stepStarted = performance.now();
+  /** Updates the engine has not received (trigger_parameter_sync_step > 1, or a failed sync). */
+  let unsynced = false;
   return {
-    async train(step, batch) {
+    async train(step, batch, sync) {
       generator.taken(batch);
       const metrics: Record<string, number> = {};
       let synced = true;
       if (batch.kept.length > 0) {
         const update = await stages.update(step, batch.kept);
         Object.assign(metrics, update.metrics, update.timing);
-        const t0 = performance.now();
-        synced = await stages.sync(step); // the next step samples from the updated policy
-        metrics["timing_s/update_weights"] = (performance.now() - t0) / 1000;
-        metrics["weight_sync/failed"] = synced ? 0 : 1;
+        unsynced = true;
       } else {
         reporter.note(`step ${step}: no trajectory to train on (all groups dropped or failed); weights unchanged`);
+      }
+      if (sync && unsynced) {
+        const t0 = performance.now();
+        synced = await stages.sync(step); // the next step samples from the updated policy
+        unsynced = !synced;
+        metrics["timing_s/update_weights"] = (performance.now() - t0) / 1000;
+        metrics["weight_sync/failed"] = synced ? 0 : 1;
       }
       updates.set(step, metrics);
       return { synced };
@@ -139,8 +148,7 @@ function stepTrainer(total: number, stages: TrainStages, generator: TrainGenerat
       await writeRollouts(runDir.rolloutFile(step), batch.all);
       progress.step = step;
       const last = step >= total;
-      const testFreq = config.trainer.test_freq;
-      if (testFreq > 0 && (step % testFreq === 0 || last)) Object.assign(metrics, await stages.validate(step));
+      if (validationDue(config.trainer.test_freq, step, total)) Object.assign(metrics, await stages.validate(step));
       metrics["timing_s/step"] = (performance.now() - stepStarted) / 1000;
       const weightVersion = Number(progress.weightVersion ?? NaN);
       if (Number.isFinite(weightVersion)) metrics.weight_version = weightVersion;
@@ -150,6 +158,11 @@ function stepTrainer(total: number, stages: TrainStages, generator: TrainGenerat
       stepStarted = performance.now();
     },
   };
+}
+
+/** trainer.test_freq: validate every test_freq steps and after the last. */
+function validationDue(testFreq: number, step: number, last: number): boolean {
+  return testFreq > 0 && (step % testFreq === 0 || step >= last);
 }
 
 /** The stages of a step, each given the slice of the run it needs. */

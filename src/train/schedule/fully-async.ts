@@ -8,6 +8,10 @@
  *   generating is aborted as soon as the trainer passes its bound: every token it would still cost the engine is
  *   thrown away, and its slots go to a group that can still be trained.
  * Each step takes the buffer's oldest groups (by the version they started with) first: the ones closest to the bound.
+ *
+ * With async_training.trigger_parameter_sync_step = k > 1 (verl's local updates), the trainer updates on each batch as
+ * it is ready but syncs the weights only every k updates: both rules count syncs (verl's parameter versions), so a
+ * version is k batches, as one batch of k × train_batch_size is in sync mode with k mini-batches.
  */
 import { onAbort } from "../../signal-fanout.js";
 import { maxStaleness } from "./modes.js";
@@ -18,11 +22,14 @@ interface Buffered<G> {
   value: G;
   /** The version served when the group started. */
   version: number;
+  /** The syncs the engine's weights had when the group started (ScheduleContext.servedSyncs). */
+  syncs: number;
 }
 
 interface Running {
   /** The version served when the group started. */
   version: number;
+  syncs: number;
   /** Aborts this group alone: the trainer passed its bound while it was generating. */
   controller: AbortController;
   doomed: boolean;
@@ -35,7 +42,8 @@ interface Taken<G> {
 }
 
 export async function runFullyAsync<B, G>(options: ScheduleOptions<B, G>, context: ScheduleContext<B>): Promise<ScheduleResult> {
-  const stream = new GroupStream(options.generator, options.fullyAsync, context);
+  const syncAfter = syncSteps(options);
+  const stream = new GroupStream(options.generator, options.fullyAsync, context, syncAfter);
   let steps = 0;
   try {
     for (let step = options.firstStep; step <= options.lastStep; step++) {
@@ -46,7 +54,8 @@ export async function runFullyAsync<B, G>(options: ScheduleOptions<B, G>, contex
       const batch = options.generator.assemble(step, taken.kept.map((g) => g.value), taken.discarded);
       // Counted from the policy the update starts from (step − 1), which a failed sync may have kept from the engine.
       const staleness = taken.kept.map((g) => step - 1 - g.version);
-      const report = await context.train(step, batch, { staleness, droppedStale: taken.droppedStale });
+      const syncStaleness = taken.kept.map((g) => context.syncs - g.syncs);
+      const report = await context.train(step, batch, { staleness, syncStaleness, droppedStale: taken.droppedStale }, syncAfter(step));
       if (step < options.lastStep) stream.trained(step + 1);
       await options.trainer.finish(step, batch, report);
       steps += 1;
@@ -58,12 +67,24 @@ export async function runFullyAsync<B, G>(options: ScheduleOptions<B, G>, contex
   }
 }
 
+/**
+ * Which steps end with a weight sync: every trigger_parameter_sync_step-th from the first, the last, and any the
+ * caller needs the engine current after.
+ */
+function syncSteps(options: Pick<ScheduleOptions<unknown, unknown>, "firstStep" | "lastStep" | "fullyAsync">): (step: number) => boolean {
+  const every = options.fullyAsync.syncEvery ?? 1;
+  const must = options.fullyAsync.mustSync;
+  return (step) => (step - options.firstStep + 1) % every === 0 || step === options.lastStep || (must?.(step) ?? false);
+}
+
 /** The generation side: groups in flight, the buffer of finished ones, and the admission and staleness rules. */
 class GroupStream<B, G> {
   private readonly inFlight = new Map<Promise<void>, Running>();
   /** Groups started and not dropped: trained + buffered + in flight. */
   private admitted = 0;
   private stepsTrained = 0;
+  /** stepsTrained at the last sync: admission moves on at syncs. */
+  private stepsSynced = 0;
   private step = 0;
   private readonly buffer: Buffered<G>[] = [];
   private discarded: G[] = [];
@@ -76,6 +97,7 @@ class GroupStream<B, G> {
     private readonly generator: Generator<B, G>,
     private readonly plan: FullyAsyncPlan,
     private readonly context: ScheduleContext<B>,
+    private readonly syncAfter: (step: number) => boolean,
   ) {
     this.bound = maxStaleness("fully_async", plan.stalenessThreshold);
     context.cancel.signal.addEventListener("abort", () => this.notify(), { once: true });
@@ -95,9 +117,10 @@ class GroupStream<B, G> {
     }
   }
 
-  /** The trainer synced step `next − 1`: one more batch's worth of groups may start. */
+  /** The trainer updated on step `next − 1`; if it synced, one more version's worth of groups may start. */
   trained(next: number): void {
     this.stepsTrained += 1;
+    if (this.syncAfter(next - 1)) this.stepsSynced = this.stepsTrained;
     this.step = next;
     this.admit();
   }
@@ -108,8 +131,9 @@ class GroupStream<B, G> {
   }
 
   private allowance(): number {
+    const perVersion = this.plan.syncEvery ?? 1;
     // The epsilon keeps a threshold like 0.1 × 10 groups from rounding down to 0 in floating point.
-    return Math.floor((this.stepsTrained + 1 + this.plan.stalenessThreshold) * this.plan.groupsPerBatch + 1e-9);
+    return Math.floor((this.stepsSynced + perVersion * (1 + this.plan.stalenessThreshold)) * this.plan.groupsPerBatch + 1e-9);
   }
 
   private admit(): void {
@@ -125,7 +149,7 @@ class GroupStream<B, G> {
 
   private launch(): void {
     this.admitted += 1;
-    const running: Running = { version: this.context.served, controller: new AbortController(), doomed: false };
+    const running: Running = { version: this.context.served, syncs: this.context.servedSyncs, controller: new AbortController(), doomed: false };
     // Every group in flight hears the run's cancel through the fan-out, as every trajectory does (signal-fanout.ts).
     const unsubscribe = onAbort(this.context.cancel.signal, (reason) => running.controller.abort(reason));
     const signal = running.controller.signal;
@@ -135,7 +159,7 @@ class GroupStream<B, G> {
       .then(
         (result) => {
           if (running.doomed) this.dropped(result.value);
-          else if (result.keep && !signal.aborted) this.buffer.push({ value: result.value, version: running.version });
+          else if (result.keep && !signal.aborted) this.buffer.push({ value: result.value, version: running.version, syncs: running.syncs });
           else this.discard(result.value);
         },
         (error: unknown) => {
@@ -152,15 +176,20 @@ class GroupStream<B, G> {
     this.inFlight.set(run, running);
   }
 
-  /** A group started with `version` trained at `step` or later would lag past the bound. */
-  private tooStale(version: number, step: number): boolean {
-    return step - 1 - version > this.bound;
+  /** A group started on weights with `syncs` syncs, trained at `step` or later, would lag past the bound. */
+  private tooStale(syncs: number, step: number): boolean {
+    return this.syncsBefore(step) - syncs > this.bound;
+  }
+
+  /** The trainer's syncs when step `step` (the one being taken, or the next) starts its update. */
+  private syncsBefore(step: number): number {
+    return this.context.syncs + (step > this.step && this.syncAfter(this.step) ? 1 : 0);
   }
 
   /** Groups still generating that could no longer be trained within the bound from `step` on stop now. */
   private abortDoomed(step: number): void {
     for (const running of this.inFlight.values()) {
-      if (running.doomed || !this.tooStale(running.version, step)) continue;
+      if (running.doomed || !this.tooStale(running.syncs, step)) continue;
       running.doomed = true;
       running.controller.abort(new Error("past the staleness bound"));
     }
@@ -170,7 +199,7 @@ class GroupStream<B, G> {
   private dropStale(step: number): void {
     for (let i = this.buffer.length - 1; i >= 0; i--) {
       const group = this.buffer[i]!;
-      if (!this.tooStale(group.version, step)) continue;
+      if (!this.tooStale(group.syncs, step)) continue;
       this.buffer.splice(i, 1);
       this.dropped(group.value);
     }

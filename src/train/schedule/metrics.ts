@@ -2,12 +2,16 @@
 import type { StepReport } from "./types.js";
 
 export function stepScheduleMetrics(report: StepReport): Record<string, number> {
-  const { staleness } = report;
+  const { staleness, syncStaleness } = report;
   return {
-    "async/staleness_mean": staleness.length ? staleness.reduce((s, x) => s + x, 0) / staleness.length : 0,
-    "async/staleness_max": staleness.length ? Math.max(...staleness) : 0,
+    "async/staleness_mean": mean(staleness),
+    "async/staleness_max": max(staleness),
+    "async/sync_staleness_max": max(syncStaleness),
     "async/dropped_stale": report.droppedStale,
     "trainer/idle_ratio": report.trainerIdle,
     "rollouter/idle_ratio": report.generatorIdle,
   };
 }
+
+const mean = (xs: number[]): number => (xs.length ? xs.reduce((s, x) => s + x, 0) / xs.length : 0);
+const max = (xs: number[]): number => (xs.length ? Math.max(...xs) : 0);

@@ -17,10 +17,14 @@ export interface ScheduleContext<B> {
   generating: ActivityMeter;
   /** The step whose weights the engine serves (firstStep − 1 until the first sync; behind after a failed sync). */
   served: number;
+  /** Syncs the trainer has reached, failed ones included: its parameter version, counted from this run's start. */
+  syncs: number;
+  /** `syncs` at the sync whose weights the engine serves. */
+  servedSyncs: number;
   /** Aborts with the caller's signal, and when the schedule ends or fails: in-flight generation stops. */
   cancel: AbortController;
-  /** The update and sync of `step`, timed; then the step's report for `finish`. */
-  train(step: number, batch: B, report: Pick<StepReport, "staleness" | "droppedStale">): Promise<StepReport>;
+  /** The update of `step`, and its sync unless `sync` is false, timed; then the step's report for `finish`. */
+  train(step: number, batch: B, report: Pick<StepReport, "staleness" | "syncStaleness" | "droppedStale">, sync?: boolean): Promise<StepReport>;
 }
 
 export async function runSchedule<B, G>(options: ScheduleOptions<B, G>): Promise<ScheduleResult> {
@@ -37,16 +41,24 @@ export async function runSchedule<B, G>(options: ScheduleOptions<B, G>): Promise
   const context: ScheduleContext<B> = {
     generating,
     served: options.firstStep - 1,
+    syncs: 0,
+    servedSyncs: 0,
     cancel,
-    async train(step, batch, partial) {
+    async train(step, batch, partial, sync = true) {
       training.begin();
       let outcome: { synced: boolean } | void;
       try {
-        outcome = await options.trainer.train(step, batch);
+        outcome = await options.trainer.train(step, batch, sync);
       } finally {
         training.end();
       }
-      if (outcome?.synced !== false) context.served = step;
+      if (sync) {
+        context.syncs += 1;
+        if (outcome?.synced !== false) {
+          context.served = step;
+          context.servedSyncs = context.syncs;
+        }
+      }
       const [trainerIdle, generatorIdle] = idle.next();
       return { ...partial, trainerIdle: trainerIdle!, generatorIdle: generatorIdle! };
     },
@@ -61,7 +73,7 @@ export async function runSchedule<B, G>(options: ScheduleOptions<B, G>): Promise
 
 interface PendingBatch<B> {
   step: number;
-  /** The version served when its generation started: its staleness is counted from there. */
+  /** The version served when its generation started: its staleness is counted from there (every update syncs here). */
   version: number;
   batch: Promise<B>;
 }
@@ -85,7 +97,7 @@ async function runBatches<B, G>(options: ScheduleOptions<B, G>, context: Schedul
       if (options.signal.aborted) return { steps, stopped: true }; // its prompts go back (the caller's cursor)
       if (overlap && step < lastStep) next = start(step + 1);
       const staleness = new Array<number>(generator.size(batch)).fill(step - 1 - pending.version);
-      const report = await context.train(step, batch, { staleness, droppedStale: 0 });
+      const report = await context.train(step, batch, { staleness, syncStaleness: staleness, droppedStale: 0 });
       await trainer.finish(step, batch, report);
       steps += 1;
       if (options.signal.aborted) return { steps, stopped: step < lastStep };

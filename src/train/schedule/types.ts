@@ -26,17 +26,24 @@ export interface Generator<B, G> {
 
 export interface Trainer<B> {
   /**
-   * The update on `batch`, then the weight sync: afterwards the engine serves the policy of `step`, unless the sync
-   * failed (`{ synced: false }`): then it serves the version it had, and the next step's sync tries again.
+   * The update on `batch`, then, when `sync` is true, the weight sync: afterwards the engine serves the policy of
+   * `step`, unless the sync failed (`{ synced: false }`): then it serves the version it had, and the next sync tries
+   * again. `sync` is false only between fully_async's syncs (async_training.trigger_parameter_sync_step > 1): the
+   * update stays with the trainer, and the result is not read.
    */
-  train(step: number, batch: B): Promise<{ synced: boolean } | void>;
+  train(step: number, batch: B, sync: boolean): Promise<{ synced: boolean } | void>;
   /** The step's records (metrics, rollout file, validation, checkpoint); generation for later steps may run meanwhile. */
   finish(step: number, batch: B, report: StepReport): Promise<void>;
 }
 
 export interface StepReport {
-  /** Per trained group: policy versions between the weights it started with and the weights trained on it. */
+  /** Per trained group: policy versions (updates) between the weights it started with and the weights trained on it. */
   staleness: number[];
+  /**
+   * Per trained group: weight syncs between the weights it started with and the update (verl's parameter versions,
+   * what the fully_async bound limits). Equal to `staleness` when every update is synced.
+   */
+  syncStaleness: number[];
   /** Groups dropped since the last step because their staleness would exceed the bound (fully async). */
   droppedStale: number;
   /** Fractions of the step's wall time (since the previous step's sync) the trainer and the generator were idle. */
@@ -49,6 +56,13 @@ export interface FullyAsyncPlan {
   groupsPerBatch: number;
   /** async_training.staleness_threshold (batches generation may run ahead). */
   stalenessThreshold: number;
+  /**
+   * async_training.trigger_parameter_sync_step: updates per weight sync (1 when left out). The bound and admission
+   * count syncs, as verl's parameter versions do; a step that `mustSync` says needs the engine current (validation
+   * reads it), and the last step, sync whatever the count.
+   */
+  syncEvery?: number;
+  mustSync?: (step: number) => boolean;
   /** Cap on groups generating at once (max_concurrency / n). */
   maxGroupsInFlight: number;
   /**
