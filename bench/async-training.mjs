@@ -43,7 +43,9 @@ function deferred() {
 }
 
 /**
- * Decodes at most CAPACITY sequences at once, each at one token per STEP_MS; the rest queue in arrival order. A weight
+ * Decodes at most CAPACITY sequences at once, each at one token per STEP_MS; the rest queue in arrival order, or, for
+ * requests that carry a priority (async_training.engine_priority), higher values first as SGLang's priority
+ * scheduling takes its waiting queue (no preemption of running sequences). A weight
  * load stops it, as SGLang's does: with partial rollouts (`pause`) the generations in flight stop where they are and go
  * on afterwards; without (`drain`), the load waits until every generation admitted has finished (SGLang's writer lock),
  * and none starts meanwhile.
@@ -65,11 +67,11 @@ class SimEngine {
     this.time = time;
   }
 
-  async generate(tokens, signal) {
+  async generate(tokens, signal, priority = 0) {
     while (this.closed) await this.closed.promise;
     this.admitted += 1;
     if (this.running < CAPACITY) this.running += 1;
-    else await new Promise((resolve) => this.queue.push(resolve)); // a finishing sequence hands its slot over
+    else await new Promise((resolve) => this.enqueue({ resolve, priority })); // a finishing sequence hands its slot over
     let remaining = tokens * STEP_MS;
     while (remaining > 0 && !signal.aborted) {
       while (this.paused) await this.paused.promise;
@@ -87,10 +89,17 @@ class SimEngine {
       this.busySlotMs += this.time.now - start;
     }
     const next = this.queue.shift();
-    if (next) next();
+    if (next) next.resolve();
     else this.running -= 1;
     this.admitted -= 1;
     if (this.admitted === 0) this.drained?.resolve();
+  }
+
+  /** After every waiting request of the same or higher priority: arrival order within a priority. */
+  enqueue(waiter) {
+    let at = this.queue.length;
+    while (at > 0 && this.queue[at - 1].priority < waiter.priority) at--;
+    this.queue.splice(at, 0, waiter);
   }
 
   /** Partial rollouts: the generations in flight stop now and go on at `open`. */
@@ -118,7 +127,7 @@ class SimEngine {
 }
 
 /** One run of the real scheduler against the simulated engine and trainer; what the table reports. */
-async function simulate({ mode, threshold = 1, partial = true, syncEvery = 1, seed, msPerToken }) {
+async function simulate({ mode, threshold = 1, partial = true, syncEvery = 1, priority = false, seed, msPerToken }) {
   // trigger_parameter_sync_step k: k updates on a k-th of the batch per sync, so a version trains the same groups.
   const groupsPerStep = GROUPS / syncEvery;
   const time = new VirtualTime();
@@ -136,9 +145,11 @@ async function simulate({ mode, threshold = 1, partial = true, syncEvery = 1, se
     }
   };
   // Group g always draws the same trajectories, whichever mode asks for it: every mode sees the same prompts in order.
-  const runGroup = async (signal) => {
+  const runGroup = async (signal, step) => {
     const trajectories = drawTrajectories(N, HEAVY_TAIL, seed * 100_003 + nextGroup++);
-    await Promise.all(trajectories.map((t) => withSlot(signal, () => runTrajectory(time, engine, t, signal))));
+    // As src/train/rollout.ts's requestPriority: −step, the oldest groups first.
+    const level = priority ? -step : 0;
+    await Promise.all(trajectories.map((t) => withSlot(signal, () => runTrajectory(time, engine, t, signal, level))));
     return { groups: 1, tokens: trajectories.reduce((s, t) => s + t.tokens, 0), aborted: signal.aborted };
   };
   const merge = (parts) => ({ groups: parts.reduce((s, p) => s + p.groups, 0), tokens: parts.reduce((s, p) => s + p.tokens, 0) });
@@ -152,10 +163,10 @@ async function simulate({ mode, threshold = 1, partial = true, syncEvery = 1, se
       maxGroupsInFlight: Number.POSITIVE_INFINITY, maxDiscardedPerStep: groupsPerStep,
     },
     generator: {
-      batch: async (_step, signal) => merge(await Promise.all(Array.from({ length: GROUPS }, () => runGroup(signal)))),
+      batch: async (step, signal) => merge(await Promise.all(Array.from({ length: GROUPS }, () => runGroup(signal, step)))),
       size: (batch) => batch.groups,
-      group: async (_step, signal) => {
-        const value = await runGroup(signal);
+      group: async (step, signal) => {
+        const value = await runGroup(signal, step);
         return { value, keep: !value.aborted };
       },
       assemble: (_step, kept) => merge(kept),
@@ -185,9 +196,9 @@ async function simulate({ mode, threshold = 1, partial = true, syncEvery = 1, se
   return summarise(steps, time.now, trainMs, engine);
 }
 
-async function runTrajectory(time, engine, trajectory, signal) {
+async function runTrajectory(time, engine, trajectory, signal, priority) {
   for (let turn = 0; turn < trajectory.gen.length && !signal.aborted; turn++) {
-    await engine.generate(trajectory.gen[turn], signal);
+    await engine.generate(trajectory.gen[turn], signal, priority);
     if (turn < trajectory.tool.length) await time.sleep(trajectory.tool[turn], signal);
   }
 }
@@ -243,6 +254,9 @@ const CELLS = [
   { label: "fully_async, staleness_threshold 0.5, trigger_parameter_sync_step 4", mode: "fully_async", threshold: 0.5, syncEvery: 4 },
   { label: "fully_async, staleness_threshold 1, trigger_parameter_sync_step 4", mode: "fully_async", threshold: 1, syncEvery: 4 },
   { label: "fully_async, staleness_threshold 2, trigger_parameter_sync_step 4", mode: "fully_async", threshold: 2, syncEvery: 4 },
+  { label: "fully_async, staleness_threshold 2, engine_priority", mode: "fully_async", threshold: 2, priority: true },
+  { label: "fully_async, staleness_threshold 1, trigger_parameter_sync_step 4, engine_priority", mode: "fully_async", threshold: 1, syncEvery: 4, priority: true },
+  { label: "fully_async, staleness_threshold 2, trigger_parameter_sync_step 4, engine_priority", mode: "fully_async", threshold: 2, syncEvery: 4, priority: true },
   { label: "one_step_off, partial_rollout false", mode: "one_step_off", partial: false },
   { label: "fully_async, staleness_threshold 1, partial_rollout false", mode: "fully_async", threshold: 1, partial: false },
   { label: "fully_async, staleness_threshold 2, partial_rollout false", mode: "fully_async", threshold: 2, partial: false },
@@ -299,9 +313,13 @@ out.push("");
 out.push("Sensitivity to the split (× sync; rollout share of a sync step):");
 out.push("");
 const shares = [0.5, 0.7, 0.85];
-const picked = ["one_step_off", "staleness_threshold 1", "staleness_threshold 2", "staleness_threshold 1, trigger", "staleness_threshold 2, trigger"].map(
-  (part) => CELLS.find((cell) => cell.label.includes(part) && !cell.label.includes("partial") && (part.includes("trigger") || !cell.label.includes("trigger"))),
-);
+const picked = [
+  "one_step_off",
+  "fully_async, staleness_threshold 1",
+  "fully_async, staleness_threshold 2",
+  "fully_async, staleness_threshold 1, trigger_parameter_sync_step 4",
+  "fully_async, staleness_threshold 2, trigger_parameter_sync_step 4",
+].map((label) => CELLS.find((cell) => cell.label === label));
 out.push(`| mode | ${shares.map((s) => `rollout ${pct(s)}`).join(" | ")} |`);
 out.push(`|---|${shares.map(() => "---").join("|")}|`);
 const bySplit = [];

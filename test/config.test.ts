@@ -8,6 +8,7 @@ import path from "node:path";
 import { REPO_ROOT, runCli } from "./helpers/cli.js";
 import { QWEN3_DIR } from "./helpers/qwen3.js";
 import { tempDir } from "./helpers/tmp.js";
+import { requestPriority } from "../src/train/rollout.js";
 
 const dir = tempDir("config");
 function config(name: string, text: string): string {
@@ -70,13 +71,23 @@ describe("agentrl train --dry-run", () => {
     const notAsync = await runCli(["train", "--config", file, "--dry-run", ...syncEvery, "--set", "async_training.mode=one_step_off"]);
     expect(notAsync.code).toBe(2);
     expect(notAsync.stderr).toContain("async_training.trigger_parameter_sync_step: 4 needs async_training.mode fully_async; the mode is one_step_off");
-    const local = await runCli(["train", "--config", file, "--dry-run", "--json", ...syncEvery, "--set", "async_training.mode=fully_async"]);
+    const priority = ["--set", "async_training.engine_priority=true"];
+    const priorityNotAsync = await runCli(["train", "--config", file, "--dry-run", ...priority]);
+    expect(priorityNotAsync.code).toBe(2);
+    expect(priorityNotAsync.stderr).toContain("async_training.engine_priority: true needs async_training.mode fully_async; the mode is sync");
+    const local = await runCli(["train", "--config", file, "--dry-run", "--json", ...syncEvery, ...priority, "--set", "async_training.mode=fully_async"]);
     expect(local.code, local.stderr).toBe(0);
     expect(JSON.parse(local.stdout).implied.generation).toBe(
       "fully_async: each step updates on 16 groups, the weights go to the engine every 4 steps (trigger_parameter_sync_step); " +
         "generation runs up to 128 groups beyond the last sync; staleness ≤ 1 syncs (≤ 7 updates), staler groups dropped; " +
-        "a sync pauses generation and continues it on the new weights (partial rollouts)",
+        "a sync pauses generation and continues it on the new weights (partial rollouts); " +
+        "requests carry priority −step (oldest groups first on a server with priority scheduling)",
     );
+    // The priority each training rollout sends: older steps' groups rank higher; validation and the default send none.
+    const asyncConfig = (engine_priority: boolean) => ({ async_training: { mode: "fully_async", staleness_threshold: 1, trigger_parameter_sync_step: 1, engine_priority, partial_rollout: true } as const });
+    expect(requestPriority(asyncConfig(true), "train", 7)).toEqual({ priority: -7 });
+    expect(requestPriority(asyncConfig(true), "val", 7)).toEqual({});
+    expect(requestPriority(asyncConfig(false), "train", 7)).toEqual({});
   });
 
   it("rejects a misspelled key given with --set", async () => {

@@ -22,6 +22,8 @@ const OTHER_PROGRAMS_FLAGS: Record<string, string[]> = {
     "--tool-call-parser",
     "--random-seed",
     "--context-length",
+    "--enable-priority-scheduling",
+    "--abort-on-priority-when-disabled",
   ],
   "the embedded engine's own command line (python -m agentrl_worker.embedded_server)": ["--dtype", "--max-batch"],
   "the Python tool host's command line (python -m agentrl_worker.tool_host, docs/tool-host-protocol.md)": ["--class", "--config", "--schema", "--path"],

@@ -71,6 +71,23 @@ describe("partial rollouts", () => {
     expect(tokenStaleness([t], 1)).toEqual({ mean: cut / t.response_ids.length, max: 1, partialFraction: 1 });
   });
 
+  it("sends the rollout's request priority with every piece of a cut generation (async_training.engine_priority)", async () => {
+    const { server, client, ctx } = await setup({ latencyMs: 600, defaultLength: 40 });
+    const running = runTrajectory(sample, { ...ctx, priority: -3 });
+    await until(() => server.inFlight() === 1);
+    await new Promise((r) => setTimeout(r, 250));
+    await syncTo(client, "1");
+    expect((await running).version_spans).toHaveLength(2);
+    const bodies = server.stats.log.filter((e) => e.path === "/generate").map((e) => e.body as Record<string, unknown>);
+    expect(bodies.map((b) => b.priority)).toEqual([-3, -3]);
+    // Without one, the field is not sent at all: an SGLang started with --abort-on-priority-when-disabled refuses it.
+    server.resetStats();
+    await runTrajectory(sample, ctx);
+    const plain = server.stats.log.filter((e) => e.path === "/generate").map((e) => e.body as Record<string, unknown>);
+    expect(plain).toHaveLength(1);
+    expect(Object.keys(plain[0]!)).not.toContain("priority");
+  });
+
   it("ends a trajectory whose generation the server aborted without a pause", async () => {
     const { server, ctx } = await setup({ faults: { queue: [{ type: "abort", message: "Abort in running queue." }] } });
     const t = await runTrajectory(sample, ctx);

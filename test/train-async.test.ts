@@ -114,6 +114,9 @@ describe("async_training.mode: fully_async, killed and resumed", () => {
       ...trainArgs(runDir, "fully_async", 4), "--json", "--set", "trainer.save_freq=1", "--set", "async_training.staleness_threshold=1",
       // Checkpoints between syncs too: the resumed run must start the engine on the checkpoint's weights.
       "--set", "async_training.trigger_parameter_sync_step=2",
+      // Requests carry SGLang's priority; the embedded engine takes the field and, like a server without
+      // --enable-priority-scheduling, ignores it.
+      "--set", "async_training.engine_priority=true",
     ];
     // Its own temp folder: whatever a killed run could leave there stays in the test's scratch folder.
     const killedTmp = path.join(scratch, "killed-tmp");

@@ -253,7 +253,7 @@ export class SglangClient {
           url: `${server}/generate`,
           method: "POST",
           headers: this.headers(true),
-          body: generateBody(req.inputIds, req.samplingParams, rid),
+          body: generateBody(req.inputIds, req.samplingParams, rid, req.priority),
           timeoutMs: this.options.requestTimeoutMs,
           ...(req.signal ? { signal: req.signal } : {}),
         });

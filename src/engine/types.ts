@@ -32,6 +32,11 @@ export interface GenerateRequest {
   stickyKey?: string;
   /** Cancels the request (trajectory deadline, Ctrl-C). The client then best-effort POSTs /abort_request. */
   signal?: AbortSignal;
+  /**
+   * SGLang's request `priority`: with --enable-priority-scheduling the server takes waiting requests higher values
+   * first; without, it ignores the field. Omitted when undefined.
+   */
+  priority?: number;
 }
 
 /** SGLang's finish_reason, one variant per case of schedule_batch.py. */

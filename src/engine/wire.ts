@@ -174,12 +174,13 @@ export function toWireSamplingParams(params: SamplingParams): Record<string, unk
   return wire;
 }
 
-export function generateBody(inputIds: number[], params: SamplingParams, rid: string): string {
+export function generateBody(inputIds: number[], params: SamplingParams, rid: string, priority?: number): string {
   return JSON.stringify({
     input_ids: inputIds,
     sampling_params: toWireSamplingParams(params),
     rid,
     return_logprob: true,
+    ...(priority === undefined ? {} : { priority }),
   });
 }
 

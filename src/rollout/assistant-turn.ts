@@ -89,6 +89,7 @@ function generateRequest(run: TrajectoryInFlight, maxNewTokens: number, piece: n
     },
     stickyKey: run.id,
     signal: run.deadline,
+    ...(run.ctx.priority === undefined ? {} : { priority: run.ctx.priority }),
   };
 }
 

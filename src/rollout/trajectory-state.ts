@@ -35,6 +35,8 @@ export interface TrajectoryContext {
   step?: number | null;
   /** Greedy decoding for validation, whatever the config's temperature. */
   greedy?: boolean;
+  /** SGLang request priority for every /generate of the rollout (async_training.engine_priority); absent: none sent. */
+  priority?: number;
   warn?: (message: string) => void;
   /** The registered agent loops a row's agent_name picks from; absent = the built-ins, tool_agent the default. */
   agentLoops?: AgentLoopRegistry;

@@ -44,7 +44,13 @@ export async function resolveTrainConfig(flags: TrainFlags): Promise<TrainConfig
       hint: "set async_training.mode=sync, or trainer.colocate=false (and drop --colocate)",
     });
   }
-  const { trigger_parameter_sync_step: syncEvery } = config.async_training;
+  const { trigger_parameter_sync_step: syncEvery, engine_priority: priority } = config.async_training;
+  if (priority && mode !== "fully_async") {
+    // Only fully_async has groups of different ages generating at once.
+    throw new InputError(`async_training.engine_priority: true needs async_training.mode fully_async; the mode is ${mode}`, {
+      hint: "set async_training.mode=fully_async, or engine_priority=false",
+    });
+  }
   if (syncEvery > 1 && mode !== "fully_async") {
     // sync and one_step_off generate whole batches on the weights of the step before: a skipped sync changes nothing.
     throw new InputError(`async_training.trigger_parameter_sync_step: ${syncEvery} needs async_training.mode fully_async; the mode is ${mode}`, {

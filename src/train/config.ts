@@ -170,6 +170,11 @@ export const trainConfigSchema = z.strictObject({
         .describe(
           "fully_async: updates between weight syncs (verl's local updates). Each step still updates on data.train_batch_size groups as soon as they are ready; the engine gets the weights every k-th step (and at validation steps and the last). staleness_threshold then counts syncs: admission allows k × (1 + staleness_threshold) batches ahead of the last sync, and a group is dropped when more than ceil(staleness_threshold) syncs separate its start from its update. verl's like-for-like setting: k × train_batch_size = the sync run's train_batch_size. 1 in the other modes",
         ),
+      engine_priority: z
+        .boolean().default(false)
+        .describe(
+          "fully_async: every /generate carries SGLang's request priority, minus the step its group is generated for, so a server launched with --enable-priority-scheduling (higher values first, its default) decodes the oldest groups' waiting requests first: those nearest the staleness bound. A server without priority scheduling ignores it (unless started with --abort-on-priority-when-disabled); the embedded engine ignores it. agentrl's own key",
+        ),
       partial_rollout: z
         .boolean().default(true)
         .describe(

@@ -76,13 +76,14 @@ function generationText(config: TrainConfig): string {
   if (mode === "one_step_off") return `one_step_off: step k+1 generates while step k trains; staleness 1 (0 at the first step); ${sync}`;
   const groups = config.data.train_batch_size;
   const every = config.async_training.trigger_parameter_sync_step;
+  const priority = config.async_training.engine_priority ? "; requests carry priority −step (oldest groups first on a server with priority scheduling)" : "";
   if (every === 1) {
     const ahead = Math.floor(threshold * groups + 1e-9);
-    return `fully_async: generation runs up to ${ahead} groups beyond the ${groups} of the step being trained; staleness ≤ ${bound}, staler groups dropped; ${sync}`;
+    return `fully_async: generation runs up to ${ahead} groups beyond the ${groups} of the step being trained; staleness ≤ ${bound}, staler groups dropped; ${sync}${priority}`;
   }
   const ahead = Math.floor(every * (1 + threshold) * groups + 1e-9);
   return (
     `fully_async: each step updates on ${groups} groups, the weights go to the engine every ${every} steps (trigger_parameter_sync_step); ` +
-    `generation runs up to ${ahead} groups beyond the last sync; staleness ≤ ${bound} syncs (≤ ${every * (bound + 1) - 1} updates), staler groups dropped; ${sync}`
+    `generation runs up to ${ahead} groups beyond the last sync; staleness ≤ ${bound} syncs (≤ ${every * (bound + 1) - 1} updates), staler groups dropped; ${sync}${priority}`
   );
 }

@@ -96,7 +96,7 @@ export function stepRollout({ config, parts, client, reporter, stop }: RolloutDe
       prompts,
       n,
       concurrency: rollout.max_concurrency,
-      context: trajectoryContext(parts, client, sampling, lengths, step),
+      context: { ...trajectoryContext(parts, client, sampling, lengths, step), ...requestPriority(config, kind, step) },
       ...(writer ? { writer } : {}),
       filterOverlongPrompts: config.data.filter_overlong_prompts,
       ...(kind === "train" ? { overSample: { rate: rollout.over_sample_rate, total: prompts.length * n } } : {}),
@@ -104,6 +104,14 @@ export function stepRollout({ config, parts, client, reporter, stop }: RolloutDe
       ...(slots ? { slots } : {}),
       onTrajectory: (_t, stats) => reporter.rolloutProgress(step, stats.size, prompts.length * n, stats),
     });
+}
+
+/**
+ * async_training.engine_priority: training requests carry −step, so the engine takes an older group's waiting
+ * requests first (SGLang: higher values first). Validation runs alone and needs none.
+ */
+export function requestPriority(config: Pick<TrainConfig, "async_training">, kind: "train" | "val", step: number): { priority?: number } {
+  return kind === "train" && config.async_training.engine_priority ? { priority: -step } : {};
 }
 
 /** fully_async: one prompt's group against the engine, and whether it has anything to train on. */
