@@ -114,8 +114,7 @@ describe("async_training.mode: fully_async, killed and resumed", () => {
       ...trainArgs(runDir, "fully_async", 4), "--json", "--set", "trainer.save_freq=1", "--set", "async_training.staleness_threshold=1",
       // Checkpoints between syncs too: the resumed run must start the engine on the checkpoint's weights.
       "--set", "async_training.trigger_parameter_sync_step=2",
-      // Requests carry SGLang's priority; the embedded engine takes the field and, like a server without
-      // --enable-priority-scheduling, ignores it.
+      // Requests carry SGLang's priority, and the embedded engine starts with --enable-priority-scheduling.
       "--set", "async_training.engine_priority=true",
     ];
     // Its own temp folder: whatever a killed run could leave there stays in the test's scratch folder.
@@ -150,6 +149,8 @@ describe("async_training.mode: fully_async, killed and resumed", () => {
     const syncs = metrics.filter((m) => m["timing_s/update_weights"] !== undefined).map((m) => m.step);
     const expected = [1, 2, 3, 4].filter((s) => (s <= checkpointed ? s % 2 === 0 : (s - checkpointed) % 2 === 0 || s === 4));
     expect(syncs).toEqual(expected);
+    // engine_priority: the embedded engine train started orders its waiting queue by the requests' priority.
+    expect(readFileSync(path.join(runDir, "logs", "engine.log"), "utf8")).toMatch(/agentrl embedded engine serving .* \(cpu, torch\.float32, priority scheduling\)/);
     expect(trained.every((prompts) => prompts.length <= GROUPS)).toBe(true);
   }, 600_000);
 });

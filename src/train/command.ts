@@ -14,7 +14,7 @@ import { trainConfigSchema, totalSteps, type TrainConfig } from "./config.js";
 import { printTrainDryRun } from "./dry-run.js";
 import { loadTrainInputs, type TrainInputs } from "./inputs.js";
 import { trainLoop } from "./loop.js";
-import { TrainingProcesses } from "./processes.js";
+import { TrainingProcesses, type EngineSpec } from "./processes.js";
 import { trainReporter } from "./reporter.js";
 import { repeatCommand, resumeCommand } from "./resume-hint.js";
 import { runDirOf, type RunDir } from "./run-dir.js";
@@ -139,11 +139,17 @@ async function startProcesses(
   if (embedded) note(`starting the embedded engine${needsWorker ? " and the training worker" : ""}...`);
   await processes.start({
     signal,
-    engine: embedded ? { model: config.actor_rollout_ref.model.path, logFile: runDir.logFile("engine") } : undefined,
+    engine: embedded ? embeddedEngineSpec(config, runDir) : undefined,
     worker: needsWorker
       ? { trainer: config.trainer, logFile: runDir.logFile("worker"), init: grpoWorkerConfig(config, inputs.trainPrompts.length) }
       : undefined,
   });
+}
+
+/** The embedded engine agentrl train starts: it orders its queue by priority when the requests carry one. */
+function embeddedEngineSpec(config: TrainConfig, runDir: RunDir): EngineSpec {
+  const extraArgs = config.async_training.engine_priority ? ["--enable-priority-scheduling"] : [];
+  return { model: config.actor_rollout_ref.model.path, logFile: runDir.logFile("engine"), extraArgs };
 }
 
 /** The rollout settings with the embedded engine's URL as the one server, when it runs. */

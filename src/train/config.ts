@@ -173,7 +173,7 @@ export const trainConfigSchema = z.strictObject({
       engine_priority: z
         .boolean().default(false)
         .describe(
-          "fully_async: every /generate carries SGLang's request priority, minus the step its group is generated for, so a server launched with --enable-priority-scheduling (higher values first, its default) decodes the oldest groups' waiting requests first: those nearest the staleness bound. A server without priority scheduling ignores it (unless started with --abort-on-priority-when-disabled); the embedded engine ignores it. agentrl's own key",
+          "fully_async: every /generate carries SGLang's request priority, minus the step its group is generated for, so a server launched with --enable-priority-scheduling (higher values first, its default) decodes the oldest groups' waiting requests first: those nearest the staleness bound. A server without priority scheduling ignores it (unless started with --abort-on-priority-when-disabled, which refuses it). The embedded engine a run starts orders its queue by priority too. agentrl's own key",
         ),
       partial_rollout: z
         .boolean().default(true)

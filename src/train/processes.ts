@@ -20,6 +20,8 @@ interface EngineProcess {
 export interface EngineSpec {
   model: string;
   logFile: string;
+  /** Flags for the embedded engine's command line (--enable-priority-scheduling). */
+  extraArgs?: string[];
 }
 
 export interface WorkerSpec {
@@ -49,7 +51,8 @@ export class TrainingProcesses {
 
   private async startEngine(spec: EngineSpec, signal: AbortSignal): Promise<void> {
     const { startInferenceServer } = await import("../serve/index.js");
-    this.engine = await startInferenceServer({ engine: "embedded", model: spec.model, port: 0, logFile: spec.logFile, signal });
+    const { model, logFile, extraArgs = [] } = spec;
+    this.engine = await startInferenceServer({ engine: "embedded", model, port: 0, logFile, signal, extraArgs });
   }
 
   private async startWorker(spec: WorkerSpec): Promise<void> {

@@ -346,6 +346,7 @@ def test_abort_all(engine, tokenizer):
         ({"input_ids": [[1], [2]], "rid": ["same", "same"]}, "Duplicate request ids"),
         ({"input_ids": [10**9]}, "not a token id"),
         ({"text": "hello"}, "input_ids only"),
+        ({"input_ids": [1], "priority": "high"}, "priority must be an integer"),
     ],
 )
 def test_bad_generate_requests_are_400_with_an_error_message(engine, body, message):
@@ -539,3 +540,41 @@ def test_update_weights_rejects_a_mismatched_checkpoint_and_keeps_serving(engine
         assert status == 400 and answer["success"] is False and expected in answer["message"], answer
     after = generate(engine, prompt, max_new_tokens=6, temperature=0)
     assert after["output_ids"] == before["output_ids"] and after["meta_info"]["weight_version"] == "default"
+
+
+def _finish_order(server, prompt: list[int], priorities: list[int]) -> list[int]:
+    """Queues one request per priority while generation is paused, in that order, then lets one run at a time
+    (max_batch 1): the order they finish in (as indexes into `priorities`) is the order the waiting queue gave them."""
+    finished: list[int] = []
+    lock = threading.Lock()
+
+    def run(index: int, priority: int) -> None:
+        body = {"input_ids": prompt, "sampling_params": {"max_new_tokens": 2, "ignore_eos": True}, "priority": priority}
+        status, _ = call(server, "/generate", body)
+        assert status == 200
+        with lock:
+            finished.append(index)
+
+    assert call(server, "/pause_generation", {"mode": "in_place"})[0] == 200
+    threads = []
+    for i, priority in enumerate(priorities):
+        threads.append(threading.Thread(target=run, args=(i, priority)))
+        threads[-1].start()
+        _wait_until(server, lambda s, i=i: s["num_waiting_reqs"] == i + 1, f"{i + 1} queued requests")
+    assert call(server, "/continue_generation", {})[0] == 200
+    for thread in threads:
+        thread.join(timeout=120)
+    return finished
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_priority_scheduling_starts_higher_priorities_first_and_is_ignored_without_the_flag(tiny_models, tokenizer, enabled):
+    server = start_server(load_model(str(tiny_models[0])),
+                          ServerConfig(port=0, max_batch=1, enable_priority_scheduling=enabled))
+    try:
+        order = _finish_order(server, encode(tokenizer, PROMPTS[0]), [0, 5, 2, 5, -3])
+        # SGLang's order: higher values first, arrival order within one; without the flag, arrival order.
+        assert order == ([1, 3, 2, 0, 4] if enabled else [0, 1, 2, 3, 4])
+        assert call(server, "/server_info")[1]["enable_priority_scheduling"] is enabled
+    finally:
+        server.shutdown()

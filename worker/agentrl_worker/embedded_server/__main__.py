@@ -28,6 +28,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' (not on /health*)")
     parser.add_argument("--random-seed", type=int, default=None,
                         help="seed for requests that carry no sampling_seed (default: a fresh one per start)")
+    parser.add_argument("--enable-priority-scheduling", action="store_true",
+                        help="start waiting requests by their priority field, higher first (SGLang's flag)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return parser.parse_args(argv)
 
@@ -45,12 +47,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     server = EmbeddedServer(loaded, ServerConfig(host=args.host, port=args.port, api_key=args.api_key,
                                                  max_batch=args.max_batch, random_seed=args.random_seed,
+                                                 enable_priority_scheduling=args.enable_priority_scheduling,
                                                  # Set by agentrl serve, not by users: see ServerConfig.launch_id.
                                                  launch_id=os.environ.get("AGENTRL_LAUNCH_ID") or None))
     # SIGTERM from a managing parent (agentrl serve) shuts down like Ctrl-C; shutdown() must run off the serve thread.
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.httpd.shutdown, daemon=True).start())
     # The managing parent reads this line (and polls /health) to learn the URL when --port 0 was given.
-    print(f"agentrl embedded engine serving {args.model} on {server.url} ({loaded.device}, {loaded.dtype})", flush=True)
+    scheduling = ", priority scheduling" if args.enable_priority_scheduling else ""
+    print(f"agentrl embedded engine serving {args.model} on {server.url} ({loaded.device}, {loaded.dtype}{scheduling})", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

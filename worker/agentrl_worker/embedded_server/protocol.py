@@ -2,7 +2,9 @@
 
 Only `input_ids` prompts are served (agentrl tokenizes on its side); `text` is a 400 with a message saying so.
 A single prompt with n == 1 answers one object; a batch, or n > 1, answers an array ordered prompt-major
-(index i * n + j), and with n > 1 every sample gets a fresh uuid rid, as in SGLang. Other GenerateReqInput fields
+(index i * n + j), and with n > 1 every sample gets a fresh uuid rid, as in SGLang. `priority` (an integer, one for
+the whole request) orders the waiting queue when the server runs with --enable-priority-scheduling. Other
+GenerateReqInput fields
 (logprob_start_len, top_logprobs_num, ...) are accepted and ignored, as an older SGLang ignores fields it lacks.
 """
 
@@ -46,13 +48,22 @@ def parse_generate(body: object, context_length: int, vocab_size: int) -> Genera
             )
     rids = _rids(body.get("rid"), len(prompts), batched, n)
     return_logprob = _per_prompt_flags(body.get("return_logprob"), len(prompts))
+    priority = _priority(body.get("priority"))
     generations = []
     for i, (prompt, p) in enumerate(zip(prompts, params)):
         for j in range(n):
             seed = None if p.seed is None else p.seed + j  # the n samples of one seeded prompt must differ
             generations.append(Generation(rid=rids[i * n + j], input_ids=prompt, params=p,
-                                          return_logprob=return_logprob[i], seed=seed))
+                                          return_logprob=return_logprob[i], seed=seed, priority=priority))
     return GenerateRequest(generations=generations, batched=batched or n > 1)
+
+
+def _priority(raw: object) -> int:
+    if raw is None:
+        return 0
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        raise RequestError(f"priority must be an integer, got {raw!r}.")
+    return raw
 
 
 def _prompts(input_ids: object, vocab_size: int) -> tuple[list[list[int]], bool]:

@@ -35,6 +35,8 @@ class Generation:
     params: SamplingParams
     return_logprob: bool
     seed: int | None
+    # SGLang's request priority: with priority scheduling, waiting generations start higher values first.
+    priority: int = 0
     created: float = field(default_factory=time.monotonic)
     output_ids: list[int] = field(default_factory=list)
     output_logprobs: list[float] = field(default_factory=list)
@@ -62,9 +64,13 @@ class WeightUpdate:
 
 
 class Scheduler:
-    def __init__(self, loaded: LoadedModel, max_batch: int = 64, random_seed: int | None = None):
+    def __init__(self, loaded: LoadedModel, max_batch: int = 64, random_seed: int | None = None,
+                 priority_scheduling: bool = False):
         self.loaded = loaded
         self.max_batch = max_batch
+        # SGLang's --enable-priority-scheduling: the waiting queue is ordered by priority (higher first), arrival order
+        # within one; running generations are never preempted. Off: first come, first served, priority ignored.
+        self.priority_scheduling = priority_scheduling
         self.weight_version = "default"
         self.served_model_name = loaded.model_path
         self.tokens_generated = 0
@@ -100,10 +106,19 @@ class Scheduler:
 
     def submit(self, generations: list[Generation]) -> None:
         with self._cond:
-            self._waiting.extend(generations)
+            for gen in generations:
+                self._enqueue(gen)
             for gen in generations:
                 self._live_gens[id(gen)] = gen
             self._cond.notify_all()
+
+    def _enqueue(self, gen: Generation) -> None:
+        """Behind every waiting generation of the same or a higher priority (all of them without priority scheduling)."""
+        at = len(self._waiting)
+        if self.priority_scheduling:
+            while at > 0 and self._waiting[at - 1].priority < gen.priority:
+                at -= 1
+        self._waiting.insert(at, gen)
 
     def abort(self, rid: str, abort_all: bool) -> None:
         """Mark matching generations (exact rid, or all); the scheduler finishes them before its next step."""

@@ -44,6 +44,8 @@ class ServerConfig:
     max_batch: int = 64
     # Seeds the generations that carry no sampling_seed (SGLang's --random-seed); None: a fresh seed per start.
     random_seed: int | None = None
+    # SGLang's --enable-priority-scheduling: waiting requests start by their `priority`, higher first.
+    enable_priority_scheduling: bool = False
     # A token from the managing parent (agentrl serve), echoed in every response's X-Agentrl-Launch-Id header, so
     # the parent can tell this process's /health from another server's that already held the port.
     launch_id: str | None = None
@@ -55,7 +57,8 @@ class EmbeddedServer:
     def __init__(self, loaded: LoadedModel, config: ServerConfig):
         self.loaded = loaded
         self.config = config
-        self.scheduler = Scheduler(loaded, max_batch=config.max_batch, random_seed=config.random_seed)
+        self.scheduler = Scheduler(loaded, max_batch=config.max_batch, random_seed=config.random_seed,
+                                   priority_scheduling=config.enable_priority_scheduling)
         self.weights = WeightEndpoints(loaded, self.scheduler)
         self.started_at = time.time()
         self.httpd = _Server((config.host, config.port), _handler_for(self))
@@ -129,6 +132,7 @@ class EmbeddedServer:
             "context_length": self.loaded.context_length,
             "max_running_requests": self.config.max_batch,
             "random_seed": self.config.random_seed,
+            "enable_priority_scheduling": self.config.enable_priority_scheduling,
             "skip_tokenizer_init": False,
             "tool_call_parser": None,
             "weight_version": self.scheduler.weight_version,
