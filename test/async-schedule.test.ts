@@ -88,6 +88,26 @@ class Harness {
   }
 }
 
+/**
+ * Settles the open groups in a seeded random order, ids counting from 0, until the schedule ends. Training resolves
+ * at once (autoTrain), so a schedule with nothing generating for 100 turns of the event loop is stuck.
+ */
+async function drive(h: Harness, done: Promise<unknown>, seed: number): Promise<void> {
+  const random = seededRandom(seed);
+  const finished = { value: false };
+  // The caller awaits `done` itself: a rejection is its to report, not an unhandled one here.
+  done.then(() => (finished.value = true), () => (finished.value = true));
+  let id = 0;
+  let idle = 0;
+  while (!finished.value) {
+    await flush();
+    const open = h.pending("group");
+    if (open.length > 0) h.settle(open[Math.floor(random() * open.length)]!, id++);
+    idle = open.length > 0 ? 0 : idle + 1;
+    if (idle > 100) throw new Error("the schedule waits with no group generating");
+  }
+}
+
 describe("sync", () => {
   it("generates the next batch only after the step is trained, synced and recorded, with staleness 0", async () => {
     const h = new Harness();
@@ -294,18 +314,11 @@ describe("fully_async", () => {
 
   it.each([0, 0.5, 1, 2])("never trains past ceil(staleness_threshold = %s), nor a group twice, whatever the finishing order", async (threshold) => {
     for (const seed of [1, 2, 3, 4, 5]) {
-      const random = seededRandom(seed);
       const h = new Harness();
       h.autoTrain = true;
       const steps = 12;
-      const finished = { value: false };
-      const done = runSchedule(h.options("fully_async", steps, undefined, { groupsPerBatch: 3, stalenessThreshold: threshold })).finally(() => (finished.value = true));
-      let id = 0;
-      while (!finished.value) {
-        await flush();
-        const open = h.pending("group");
-        if (open.length > 0) h.settle(open[Math.floor(random() * open.length)]!, id++);
-      }
+      const done = runSchedule(h.options("fully_async", steps, undefined, { groupsPerBatch: 3, stalenessThreshold: threshold }));
+      await drive(h, done, seed);
       expect(await done).toEqual({ steps, stopped: false });
       const trained = [...h.trained.values()].flat();
       expect(new Set(trained).size).toBe(trained.length);
@@ -351,23 +364,6 @@ describe("fully_async", () => {
 });
 
 describe("fully_async with trigger_parameter_sync_step", () => {
-  /** Settles open groups in a seeded random order until the schedule ends. */
-  async function drive(h: Harness, done: Promise<unknown>, seed: number): Promise<void> {
-    const random = seededRandom(seed);
-    const finished = { value: false };
-    void done.finally(() => (finished.value = true));
-    let id = 0;
-    let idle = 0;
-    while (!finished.value) {
-      await flush();
-      const open = h.pending("group");
-      if (open.length > 0) h.settle(open[Math.floor(random() * open.length)]!, id++);
-      // Training resolves at once here: a schedule with nothing generating for this long is stuck.
-      idle = open.length > 0 ? 0 : idle + 1;
-      if (idle > 100) throw new Error("the schedule waits with no group generating");
-    }
-  }
-
   it("syncs every k-th update, at a step the caller needs synced, and after the last", async () => {
     const h = new Harness();
     h.autoTrain = true;

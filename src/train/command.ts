@@ -44,20 +44,22 @@ export async function resolveTrainConfig(flags: TrainFlags): Promise<TrainConfig
       hint: "set async_training.mode=sync, or trainer.colocate=false (and drop --colocate)",
     });
   }
-  const { trigger_parameter_sync_step: syncEvery, engine_priority: priority } = config.async_training;
-  if (priority && mode !== "fully_async") {
-    // Only fully_async has groups of different ages generating at once.
-    throw new InputError(`async_training.engine_priority: true needs async_training.mode fully_async; the mode is ${mode}`, {
-      hint: "set async_training.mode=fully_async, or engine_priority=false",
-    });
-  }
-  if (syncEvery > 1 && mode !== "fully_async") {
-    // sync and one_step_off generate whole batches on the weights of the step before: a skipped sync changes nothing.
-    throw new InputError(`async_training.trigger_parameter_sync_step: ${syncEvery} needs async_training.mode fully_async; the mode is ${mode}`, {
-      hint: "set async_training.mode=fully_async, or trigger_parameter_sync_step=1",
-    });
+  if (mode !== "fully_async") {
+    const async = config.async_training;
+    // Only fully_async has groups of different ages generating at once, and only it can update between syncs: sync and
+    // one_step_off generate whole batches on the weights of the step before.
+    requireDefault("engine_priority", async.engine_priority, false, mode);
+    requireDefault("trigger_parameter_sync_step", async.trigger_parameter_sync_step, 1, mode);
   }
   return config;
+}
+
+/** An async_training key that only fully_async reads must keep its default in `mode`. */
+function requireDefault(key: string, value: unknown, off: unknown, mode: string): void {
+  if (value === off) return;
+  throw new InputError(`async_training.${key}: ${String(value)} needs async_training.mode fully_async; the mode is ${mode}`, {
+    hint: `set async_training.mode=fully_async, or ${key}=${String(off)}`,
+  });
 }
 
 /**
