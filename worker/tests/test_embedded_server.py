@@ -542,18 +542,25 @@ def test_update_weights_rejects_a_mismatched_checkpoint_and_keeps_serving(engine
     assert after["output_ids"] == before["output_ids"] and after["meta_info"]["weight_version"] == "default"
 
 
-def _finish_order(server, prompt: list[int], priorities: list[int]) -> list[int]:
+def _start_order(server, prompt: list[int], priorities: list[int]) -> list[int]:
     """Queues one request per priority while generation is paused, in that order, then lets one run at a time
-    (max_batch 1): the order they finish in (as indexes into `priorities`) is the order the waiting queue gave them."""
-    finished: list[int] = []
-    lock = threading.Lock()
+    (max_batch 1). Returns the order the scheduler admitted them in (as indexes into `priorities`): the order its
+    waiting queue gave them. Read at admission, inside the scheduler, because the order the HTTP replies reach their
+    client threads can differ from it (two 2-token generations finish within one thread switch)."""
+    admitted: list[int] = []
+    admit = server.scheduler._admit
+
+    def recording_admit(generations):
+        admitted.extend(int(gen.rid.removeprefix("order-")) for gen in generations)
+        return admit(generations)
+
+    server.scheduler._admit = recording_admit
 
     def run(index: int, priority: int) -> None:
-        body = {"input_ids": prompt, "sampling_params": {"max_new_tokens": 2, "ignore_eos": True}, "priority": priority}
+        body = {"input_ids": prompt, "sampling_params": {"max_new_tokens": 2, "ignore_eos": True},
+                "priority": priority, "rid": f"order-{index}"}
         status, _ = call(server, "/generate", body)
         assert status == 200
-        with lock:
-            finished.append(index)
 
     assert call(server, "/pause_generation", {"mode": "in_place"})[0] == 200
     threads = []
@@ -564,7 +571,7 @@ def _finish_order(server, prompt: list[int], priorities: list[int]) -> list[int]
     assert call(server, "/continue_generation", {})[0] == 200
     for thread in threads:
         thread.join(timeout=120)
-    return finished
+    return admitted
 
 
 @pytest.mark.parametrize("enabled", [True, False])
@@ -572,7 +579,7 @@ def test_priority_scheduling_starts_higher_priorities_first_and_is_ignored_witho
     server = start_server(load_model(str(tiny_models[0])),
                           ServerConfig(port=0, max_batch=1, enable_priority_scheduling=enabled))
     try:
-        order = _finish_order(server, encode(tokenizer, PROMPTS[0]), [0, 5, 2, 5, -3])
+        order = _start_order(server, encode(tokenizer, PROMPTS[0]), [0, 5, 2, 5, -3])
         # SGLang's order: higher values first, arrival order within one; without the flag, arrival order.
         assert order == ([1, 3, 2, 0, 4] if enabled else [0, 1, 2, 3, 4])
         assert call(server, "/server_info")[1]["enable_priority_scheduling"] is enabled
