@@ -3,7 +3,7 @@ shapes (random init, float32).
 
     .venv/bin/python bench/weight-sync.py [--sizes tiny,small,medium,0.5b] [--repeats 2] [--bucket-mb 512]
 
-Both paths run the real code at both ends: a 1-rank torchrun worker (driven over its socket, as the CLI drives it) and
+Both paths run the real code at both ends: a 1-rank worker (started and driven over its socket as the CLI does) and
 an embedded engine process. disk = `save_weights` + POST /update_weights_from_disk; distributed =
 `plan_weight_buckets`, then per bucket POST /update_weights_from_distributed to the engine while the worker runs
 `broadcast_weights` (gloo). Forming the group happens once per run and is reported on its own. Prints one row per
@@ -139,7 +139,7 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print("## weight-sync.py: disk against distributed weight sync (CPU, gloo, float32)\n")
-    print(f"One sync from a 1-rank torchrun worker to one embedded engine on the same machine, median of {args.repeats}. "
+    print(f"One sync from a 1-rank worker to one embedded engine on the same machine, median of {args.repeats}. "
           "disk: save_weights + /update_weights_from_disk; distributed: plan_weight_buckets, then per bucket of "
           f"{args.bucket_mb} MB /update_weights_from_distributed while the worker runs broadcast_weights. "
           "Random-init Qwen2 shapes; 0.5b is Qwen2.5-0.5B's (tied embeddings). The group forms once per run (its column).\n")

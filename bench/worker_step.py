@@ -2,8 +2,9 @@
 
     .venv/bin/python bench/worker_step.py [--nproc 2] [--steps 3] [--hidden 64] [--layers 2] [--prompts 4] [--samples 4]
 
-Prints: start-up (torchrun to ready), init (model load + sharding), per-step time of compute_log_probs + update,
-tokens/s, and the ratio (start-up + init) / step: how many training steps one relaunch costs.
+Prints: start-up (launch to ready: torchrun for several ranks, the rank alone for one), init (model load + sharding),
+per-step time of compute_log_probs + update, tokens/s, and the ratio (start-up + init) / step: how many training steps
+one relaunch costs.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def main() -> None:
     step = statistics.median(steps)
     print(f"model: Qwen3 hidden={args.hidden} layers={args.layers} vocab=151k; ranks={args.nproc} (gloo, FSDP2, CPU)")
     print(f"batch: {batch['input_ids'].shape[0]} rows, {total_tokens} tokens ({response_tokens} response tokens)")
-    print(f"start-up (torchrun -> ready):      {startup:7.2f} s")
+    print(f"start-up (launch -> ready):        {startup:7.2f} s")
     print(f"init (load + shard model):         {init:7.2f} s")
     print(f"step (log-probs + update), median: {step:7.2f} s  over {args.steps} steps {[round(x, 2) for x in steps]}")
     print(f"throughput: {total_tokens / step:8.1f} tokens/s, {response_tokens / step:8.1f} response tokens/s")

@@ -1,6 +1,6 @@
 /**
  * Faults during `agentrl train` on the CPU demo (issue 9, "Worker" and "CLI"): the built CLI runs the demo
- * (embedded engine, torchrun worker, the vault task) into a temporary run folder and the test breaks it:
+ * (embedded engine, training worker, the vault task) into a temporary run folder and the test breaks it:
  * - a worker rank SIGKILLed in the middle of an update: the run stops with exit 1, a worker error and the hint to
  *   resume from the last checkpoint, leaves no process behind, and --resume redoes the steps after that checkpoint;
  * - the CLI SIGKILLed before the run's first checkpoint: --resume starts the run over; then the same run SIGKILLed,
@@ -205,8 +205,10 @@ describe("agentrl train under faults (CPU demo)", () => {
         missed = found.at!.step;
       }
     }
-    expect(processes!.torchrun, JSON.stringify(processes!.all)).toBeDefined();
-    expect(processes!.ranks).toHaveLength(1); // the demo runs one rank
+    // The demo runs one rank, which the CLI starts without torchrun.
+    expect(processes!.ranks, JSON.stringify(processes!.all)).toHaveLength(1);
+    expect(processes!.ranks[0]!.ppid).toBe(run.pid);
+    expect(processes!.torchrun, JSON.stringify(processes!.all)).toBeUndefined();
     expect(processes!.engine).toBeDefined();
 
     const killedAt = Date.now();

@@ -7,6 +7,7 @@ import path from "node:path";
 import { Tokenizer } from "@huggingface/tokenizers";
 import { beforeAll, describe, expect, it } from "vitest";
 import { InputError, WorkerError, WorkerInputError } from "../src/errors.js";
+import { workerArgs } from "../src/train/worker/client.js";
 import { WorkerClient, batchTensors, encodeSafetensors, readSafetensors, writeBatch, type TrajectoryRow } from "../src/train/worker/index.js";
 import { REPO_ROOT, VENV_PYTHON } from "./helpers/cli.js";
 import { tempDir } from "./helpers/tmp.js";
@@ -53,6 +54,25 @@ describe("worker errors", () => {
     const crash = new WorkerError("the worker stopped during 'update'").withHint("resume");
     expect(crash).not.toBeInstanceOf(WorkerInputError);
     expect(crash.exitCode).toBe(1);
+  });
+});
+
+describe("workerArgs", () => {
+  const tail = (socket: string) => ["-m", "agentrl_worker", "--socket", socket, "--parent-pid", String(process.pid)];
+
+  it("starts one rank on one node alone, without torchrun", () => {
+    expect(workerArgs({}, "/s")).toEqual(tail("/s"));
+    expect(workerArgs({ nprocPerNode: 1 }, "/s")).toEqual(tail("/s"));
+  });
+
+  it("starts several ranks, or any multi-node shape, under torchrun", () => {
+    expect(workerArgs({ nprocPerNode: 2 }, "/s")).toEqual([
+      "-m", "torch.distributed.run", "--log-dir=/dev/null", "--standalone", "--nproc_per_node=2", ...tail("/s"),
+    ]);
+    // One rank per node on two nodes: torchrun's rendezvous is what joins them.
+    expect(workerArgs({ nprocPerNode: 1, torchrunArgs: ["--nnodes=2", "--node_rank=0"] }, "/s")).toEqual([
+      "-m", "torch.distributed.run", "--log-dir=/dev/null", "--nnodes=2", "--node_rank=0", "--nproc_per_node=1", ...tail("/s"),
+    ]);
   });
 });
 
@@ -141,7 +161,8 @@ describe("WorkerClient", () => {
     expect(error).toBeInstanceOf(WorkerError);
     // It names the command and how the worker ended.
     expect((error as WorkerError).message).toMatch(/stopped during 'init' \((exit code \d+|SIG[A-Z]+)\)/);
-    expect((error as WorkerError).logTail.length).toBeGreaterThan(0);
+    // The one rank runs without torchrun, whose own lines said how a rank died: the supervisor says it instead.
+    expect((error as WorkerError).logTail).toContain(`the worker (pid ${worker.rank0Pid}) was ended by SIGKILL`);
     await worker.shutdown(20_000);
     expect(worker.exited).toBe(true);
     expect(() => process.kill(-worker.pid!, 0)).toThrow(/ESRCH/);

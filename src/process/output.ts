@@ -67,6 +67,13 @@ export class ChildOutput {
     this.log?.end();
   }
 
+  /** A line of agentrl's own about the child (how it ended), written to the log and kept in the tail like the child's. */
+  note(line: string): void {
+    if (this.ended) return;
+    this.log?.write(`${line}\n`);
+    this.take([line]);
+  }
+
   /** The last lines, without blank ones and colour codes. */
   lastLines(): string[] {
     return [...this.tail];

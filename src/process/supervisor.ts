@@ -129,6 +129,16 @@ export function describeExit(exit: { code: number | null; signal: NodeJS.Signals
   return exit.signal ? `signal ${exit.signal}` : `exit code ${exit.code}`;
 }
 
+/**
+ * Said in the child's log when a signal agentrl did not send ended it. A process killed by a signal prints nothing
+ * itself, so without this line its log would end mid-stream with no cause; SIGKILL, which no process can catch, is
+ * also what Linux's out-of-memory killer sends.
+ */
+export function unexpectedSignalLine(label: string, pid: number, signal: NodeJS.Signals): string {
+  const oom = signal === "SIGKILL" ? " (Linux's out-of-memory killer sends SIGKILL: see `dmesg`)" : "";
+  return `agentrl: ${label} (pid ${pid}) was ended by ${signal}, which agentrl did not send${oom}`;
+}
+
 class ChildGroup implements SupervisedProcess {
   readonly exited: Promise<ProcessExit>;
   exitStatus: ProcessExit | undefined;
@@ -148,6 +158,7 @@ class ChildGroup implements SupervisedProcess {
       const settle = (code: number | null, signal: NodeJS.Signals | null) => {
         if (settled) return;
         settled = true;
+        if (signal && !this.stopRequested) output.note(unexpectedSignalLine(label, pid, signal));
         output.end();
         resolve({ code, signal, requested: this.stopRequested });
       };

@@ -1,7 +1,7 @@
 /**
  * Pieces shared by the end-to-end tests of `agentrl train` on the CPU demo (train-demo, train-faults): reading a run
  * folder back (metrics, state, rollouts), starting the CLI as a child the test can signal, and finding the processes
- * a run started (engine, torchrun, worker ranks) through /proc, to kill one of them or to check none is left.
+ * a run started (engine, worker ranks, torchrun where it runs several) through /proc, to kill one of them or to check none is left.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync, readdirSync } from "node:fs";
@@ -177,7 +177,10 @@ export function isRunning(pid: number): boolean {
   return p !== undefined && p.state !== "Z" && p.state !== "X";
 }
 
-/** What a train run started: the embedded engine (and its guardian), torchrun, and the worker ranks under torchrun. */
+/**
+ * What a train run started: the embedded engine (and its guardian), and the worker: its ranks, under torchrun when it
+ * runs several (`torchrun` is undefined for the one rank the CLI starts alone).
+ */
 export interface TrainProcesses {
   all: ProcessInfo[];
   torchrun: ProcessInfo | undefined;
@@ -187,11 +190,11 @@ export interface TrainProcesses {
 
 export function trainProcesses(cliPid: number): TrainProcesses {
   const all = descendants(cliPid);
-  const torchrun = all.find((p) => p.args.includes("torch.distributed.run"));
+  const python = (p: ProcessInfo) => /python/.test(p.args.split(" ")[0]!);
   return {
     all,
-    torchrun,
-    ranks: torchrun ? all.filter((p) => p.ppid === torchrun.pid && p.args.includes("agentrl_worker")) : [],
-    engine: all.find((p) => p.args.includes("-m agentrl_worker.embedded_server") && /python/.test(p.args.split(" ")[0]!)),
+    torchrun: all.find((p) => p.args.includes("torch.distributed.run")),
+    ranks: all.filter((p) => python(p) && /-m agentrl_worker( |$)/.test(p.args)),
+    engine: all.find((p) => python(p) && p.args.includes("-m agentrl_worker.embedded_server")),
   };
 }

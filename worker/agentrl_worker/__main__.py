@@ -1,4 +1,5 @@
-"""The persistent training worker: `torchrun --nproc_per_node N -m agentrl_worker --socket PATH`.
+"""The persistent training worker: `torchrun --nproc_per_node N -m agentrl_worker --socket PATH`, or for one rank on one
+node `python -m agentrl_worker --socket PATH` (a world of one, without torchrun).
 
 The CLI listens on the Unix socket PATH; rank 0 connects to it and reads one JSON command per line, broadcasts it to
 every rank, runs it everywhere, and writes one JSON reply per line. When the socket closes (the CLI exited or died),
@@ -205,7 +206,7 @@ def watch_parent(pid: int, interval_s: float = 1.0) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="torchrun ... -m agentrl_worker")
+    parser = argparse.ArgumentParser(prog="[torchrun ...] python -m agentrl_worker")
     parser.add_argument("--socket", required=True, help="Unix socket the CLI listens on")
     parser.add_argument("--idle-timeout-h", type=float, default=24.0, help="collective timeout while waiting for commands")
     parser.add_argument("--parent-pid", type=int, default=None, help="exit when this process (the CLI) is gone")
@@ -216,7 +217,13 @@ def main(argv: list[str] | None = None) -> None:
     if torch.cuda.is_available():
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     # Ranks other than 0 wait in a broadcast while the CLI does rollouts, so the collective timeout must be long.
-    dist.init_process_group(backend, timeout=datetime.timedelta(hours=args.idle_timeout_h))
+    timeout = datetime.timedelta(hours=args.idle_timeout_h)
+    if "RANK" in os.environ:  # started by torchrun (or another launcher that sets RANK, WORLD_SIZE, MASTER_ADDR/PORT)
+        dist.init_process_group(backend, timeout=timeout)
+    else:
+        # Started alone (the CLI does this for one rank on one node): a world of one, whose store lives in this
+        # process. torchrun would add nothing but its own start-up, about 1 s and a second torch import.
+        dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1, timeout=timeout)
     try:
         serve(args.socket)
     finally:

@@ -48,6 +48,8 @@ def test_mini_batches_epochs_and_rollout_correction(tmp_path):
 def test_init_refuses_bad_settings_with_the_field_named(tmp_path):
     worker = WorkerProcess(1, tmp_path)
     try:
+        # Started without torchrun, as the CLI starts one rank: a world of one.
+        assert worker.ready["event"] == "ready" and worker.ready["world_size"] == 1
         reply = worker.call("init", config={"model_path": str(tmp_path), "clip_ratio": 0.2})
         assert reply["ok"] is False and reply["error"]["type"] == "InputError" and "clip_ratio" in reply["error"]["message"]
         reply = worker.call("init", config={"model_path": str(tmp_path)})

@@ -81,9 +81,10 @@ def cpu_rank(root: Path) -> Iterator[None]:
 
 
 class WorkerProcess:
-    """Plays the CLI: listens on a socket, starts torchrun, sends commands and reads replies."""
+    """Plays the CLI: listens on a socket, starts the worker (torchrun for several ranks), sends commands and reads
+    replies."""
 
-    def __init__(self, nproc: int, workdir: Path) -> None:
+    def __init__(self, nproc: int, workdir: Path, torchrun: bool | None = None) -> None:
         # Outside tmp_path, which can be too long: AF_UNIX paths max ~107 bytes. close() removes it.
         self.socket_dir = Path(tempfile.mkdtemp(prefix="agw-"))
         self.socket_path = str(self.socket_dir / "w.sock")
@@ -93,10 +94,14 @@ class WorkerProcess:
         self.server.settimeout(180)
         env = {**os.environ, "PYTHONPATH": str(WORKER_ROOT), "OMP_NUM_THREADS": "1"}
         self.log = open(workdir / "worker.log", "wb")
+        worker = ["-m", "agentrl_worker", "--socket", self.socket_path]
+        # As the CLI starts it: one rank alone (a world of one), several under torchrun. --log-dir as the CLI passes
+        # it: torchrun makes no torchelastic_* folder in $TMPDIR.
+        if torchrun is None:
+            torchrun = nproc > 1
+        launcher = [] if not torchrun else ["-m", "torch.distributed.run", "--log-dir=/dev/null", "--standalone", f"--nproc_per_node={nproc}"]
         self.proc = subprocess.Popen(
-            # --log-dir as the CLI passes it: torchrun makes no torchelastic_* folder in $TMPDIR.
-            [sys.executable, "-m", "torch.distributed.run", "--log-dir=/dev/null", "--standalone", f"--nproc_per_node={nproc}",
-             "-m", "agentrl_worker", "--socket", self.socket_path],
+            [sys.executable, *launcher, *worker],
             env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
         )
         self.conn, _ = self.server.accept()

@@ -1,8 +1,8 @@
 /**
- * Starts the persistent PyTorch worker under torchrun and talks to it over a Unix socket, one JSON command per line
- * (docs/worker-protocol.md). The CLI listens; worker rank 0 connects. Closing the socket stops every rank. torchrun
- * runs under the supervisor (src/process) in its own process group, so `kill()` takes it and all its ranks down
- * together.
+ * Starts the persistent PyTorch worker (under torchrun for several ranks, alone for one) and talks to it over a Unix
+ * socket, one JSON command per line (docs/worker-protocol.md). The CLI listens; worker rank 0 connects. Closing the
+ * socket stops every rank. The worker's top process (torchrun, or the one rank) runs under the supervisor
+ * (src/process) in its own process group, so `kill()` takes it and all its ranks down together.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import net from "node:net";
@@ -79,19 +79,19 @@ export class WorkerClient {
     readonly rank0Pid: number,
   ) {}
 
-  /** Process id of torchrun, also the id of the process group holding every rank. */
+  /** Process id of torchrun (or of the one rank started alone), also the id of the process group holding every rank. */
   get pid(): number | undefined {
     return this.child.pid;
   }
 
-  /** Whether torchrun has exited. */
+  /** Whether the worker's top process (torchrun, or the one rank) has exited. */
   get exited(): boolean {
     return this.child.exitStatus !== undefined;
   }
 
   /**
-   * Launches torchrun and resolves once rank 0 has connected and said it is ready. The CLI listens on the socket
-   * before torchrun starts; the ranks on this machine watch the CLI's pid (`--parent-pid`), so they exit even after a
+   * Launches the worker and resolves once rank 0 has connected and said it is ready. The CLI listens on the socket
+   * before the worker starts; the ranks on this machine watch the CLI's pid (`--parent-pid`), so they exit even after a
    * SIGKILL of the CLI that leaves no time to clean up.
    */
   static async start(options: WorkerStartOptions = {}): Promise<WorkerClient> {
@@ -109,7 +109,7 @@ export class WorkerClient {
       const { child, ready: rank0 } = await superviseProcess({
         label: "the worker",
         command: options.python ?? path.join(REPO_ROOT, ".venv", "bin", "python"),
-        args: torchrunArgs(options, socketPath),
+        args: workerArgs(options, socketPath),
         env,
         orphanGuard: "watches-parent",
         stopSignal: "SIGKILL",
@@ -215,7 +215,7 @@ export class WorkerClient {
     this.dispose();
   }
 
-  /** Kills torchrun and every rank at once (SIGKILL to the process group). */
+  /** Kills the worker, torchrun and every rank, at once (SIGKILL to the process group). */
   kill(): void {
     this.child.kill();
     this.dispose();
@@ -306,7 +306,7 @@ export class WorkerClient {
     return new WorkerError(`${message}${how}`, this.recentLog, { hint: "the worker's last log lines are attached; see the run's worker log" });
   }
 
-  /** Waits up to `ms` for torchrun to exit by itself, then kills the group (a rank may outlive torchrun). */
+  /** Waits up to `ms` for the worker's top process to exit by itself, then kills the group (a rank may outlive torchrun). */
   private async waitForExit(ms: number): Promise<void> {
     if (!(await this.child.waitForExit(ms))) this.child.kill();
   }
@@ -354,8 +354,22 @@ function rank0Connection(server: net.Server): Promise<Connected> {
   });
 }
 
-/** `python -m torch.distributed.run ... -m agentrl_worker --socket PATH --parent-pid PID`. */
-function torchrunArgs(options: WorkerStartOptions, socketPath: string): string[] {
+/**
+ * The worker's command line: `python -m torch.distributed.run ... -m agentrl_worker --socket PATH --parent-pid PID`,
+ * or for one rank on one node (the default) `python -m agentrl_worker ...` alone: around a world of one, torchrun
+ * would only add its own start-up (about 1 s to ready, and a second torch import: bench/worker_startup.py).
+ */
+export function workerArgs(options: Pick<WorkerStartOptions, "nprocPerNode" | "torchrunArgs">, socketPath: string): string[] {
+  const worker = [
+    "-m",
+    "agentrl_worker",
+    "--socket",
+    socketPath,
+    // Ranks on this machine exit when this process is gone, even after a SIGKILL that leaves no time to clean up.
+    "--parent-pid",
+    String(process.pid),
+  ];
+  if ((options.nprocPerNode ?? 1) === 1 && options.torchrunArgs === undefined) return worker;
   return [
     "-m",
     "torch.distributed.run",
@@ -365,12 +379,6 @@ function torchrunArgs(options: WorkerStartOptions, socketPath: string): string[]
     "--log-dir=/dev/null",
     ...(options.torchrunArgs ?? ["--standalone"]),
     `--nproc_per_node=${options.nprocPerNode ?? 1}`,
-    "-m",
-    "agentrl_worker",
-    "--socket",
-    socketPath,
-    // Ranks on this machine exit when this process is gone, even after a SIGKILL that leaves no time to clean up.
-    "--parent-pid",
-    String(process.pid),
+    ...worker,
   ];
 }
