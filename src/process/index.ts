@@ -9,14 +9,12 @@ export {
   type SuperviseOptions,
 } from "./supervisor.js";
 export { GUARDIAN_SOURCE } from "./guardian.js";
+export { REPO_ROOT, WORKER_DIR, VENV_PYTHON, defaultPythonExecutable } from "../repo-paths.js";
 export {
   JsonLinesHost,
-  defaultPythonExecutable,
   helloWithin,
   hostEnv,
   killGroup,
-  REPO_ROOT,
-  WORKER_DIR,
   type HostHello,
   type JsonLinesHostOptions,
 } from "./json-lines-host.js";

@@ -9,21 +9,11 @@
  * parent pid itself (`--parent-pid`), or runs under bubblewrap's `--die-with-parent`.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync } from "node:fs";
 import path from "node:path";
 import { createInterface } from "node:readline";
-import { fileURLToPath } from "node:url";
+import { WORKER_DIR } from "../repo-paths.js";
 
-export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..");
-/** The folder holding the agentrl_worker package (put on PYTHONPATH). */
-export const WORKER_DIR = path.join(REPO_ROOT, "worker");
 const STDERR_TAIL_LINES = 20;
-
-/** The repository's .venv/bin/python when it exists, else python3 (looked up on PATH). */
-export function defaultPythonExecutable(): string {
-  const venv = path.join(REPO_ROOT, ".venv", "bin", "python");
-  return existsSync(venv) ? venv : "python3";
-}
 
 /** The start-up line of a host, or the failure agentrl saw instead. */
 export interface HostHello {

@@ -5,7 +5,6 @@
 export {
   startInferenceServer,
   startRouter,
-  defaultPython,
   freePort,
   clientUrl,
   type StartInferenceServerOptions,

@@ -6,7 +6,6 @@
 import { existsSync } from "node:fs";
 import net from "node:net";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { InputError, UsageError } from "../errors.js";
 import {
   embeddedLaunchCommand,
@@ -20,9 +19,8 @@ import {
 import { startServerProcess, type ServerProcess, type ServerProcessOptions } from "./server-process.js";
 import { assertPortFree } from "./port-check.js";
 import { torchThreadEnv } from "../torch-threads.js";
+import { WORKER_DIR, defaultPythonExecutable } from "../repo-paths.js";
 
-/** The package root: dist/serve/ or src/serve/ sit two levels below it. */
-const PACKAGE_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..");
 
 /** How any supervised server (an inference server, the router) is run and waited for. */
 export interface ServerRunOptions {
@@ -54,10 +52,6 @@ export interface InferenceServer extends ServerProcess {
   commandLine: string[];
 }
 
-export function defaultPython(): string {
-  const venv = path.join(PACKAGE_ROOT, ".venv", "bin", "python");
-  return existsSync(venv) ? venv : "python3";
-}
 
 /** A port nobody listens on right now (SGLang cannot be asked for port 0). */
 export async function freePort(host = "127.0.0.1"): Promise<number> {
@@ -97,9 +91,9 @@ export async function startInferenceServer(options: StartInferenceServerOptions)
   const launch: ServerLaunchOptions = { ...options, host, port };
   const command: LaunchCommand =
     options.engine === "embedded"
-      ? embeddedLaunchCommand(launch, path.join(PACKAGE_ROOT, "worker"))
+      ? embeddedLaunchCommand(launch, WORKER_DIR)
       : sglangLaunchCommand(launch);
-  const python = options.python ?? defaultPython();
+  const python = options.python ?? defaultPythonExecutable();
 
   let announced: string | undefined;
   const fixedUrl = port === 0 ? undefined : clientUrl(host, port);
@@ -144,7 +138,7 @@ export async function startRouter(options: StartRouterOptions): Promise<ServerPr
     ...(options.policy ? { policy: options.policy } : {}),
     ...(options.apiKey ? { apiKey: options.apiKey } : {}),
   });
-  const python = options.python ?? defaultPython();
+  const python = options.python ?? defaultPythonExecutable();
   const router = await startServerProcess({
     ...supervision(options),
     label: "the sglang router",

@@ -4,10 +4,8 @@
  * run says so; metrics.jsonl is written either way.
  */
 import { spawn } from "node:child_process";
-import path from "node:path";
-import { fileURLToPath } from "node:url";
+import { VENV_PYTHON, WORKER_DIR } from "../repo-paths.js";
 
-const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..");
 
 export interface MetricsSink {
   log(record: Record<string, unknown>): void;
@@ -19,9 +17,8 @@ export interface MetricsSink {
  * The event files go to `logDir`, or to $TENSORBOARD_DIR when set, as in verl.
  */
 export function startTensorboard(logDir: string, runName: string, onProblem: (message: string) => void): MetricsSink {
-  const python = path.join(REPO_ROOT, ".venv", "bin", "python");
-  const child = spawn(python, ["-m", "agentrl_worker.tb_logger", process.env.TENSORBOARD_DIR || logDir, runName], {
-    env: { ...process.env, PYTHONPATH: path.join(REPO_ROOT, "worker") },
+  const child = spawn(VENV_PYTHON, ["-m", "agentrl_worker.tb_logger", process.env.TENSORBOARD_DIR || logDir, runName], {
+    env: { ...process.env, PYTHONPATH: WORKER_DIR },
     stdio: ["pipe", "ignore", "pipe"],
   });
   let stderr = "";

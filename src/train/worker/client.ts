@@ -8,10 +8,10 @@ import { mkdtempSync, rmSync } from "node:fs";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { InputError, WorkerError, WorkerInputError } from "../../errors.js";
 import { StartupFailure, superviseProcess, type SupervisedProcess } from "../../process/index.js";
 import { torchThreadEnv } from "../../torch-threads.js";
+import { VENV_PYTHON, WORKER_DIR } from "../../repo-paths.js";
 import {
   readyEvent,
   replyEnvelope,
@@ -34,7 +34,6 @@ import { replyProblem, requestProblem } from "./validate.js";
 
 type WeightDtype = (typeof WEIGHT_DTYPES)[number];
 
-const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 /** The worker's log lines an error carries: torchrun's own traceback follows a rank's. */
 const LOG_LINES_KEPT = 80;
 /** How long a crashed worker may take to exit before its process group is killed. */
@@ -103,12 +102,12 @@ export class WorkerClient {
         server.once("error", reject);
         server.listen(socketPath, () => resolve());
       });
-      const workerDir = options.workerDir ?? path.join(REPO_ROOT, "worker");
+      const workerDir = options.workerDir ?? WORKER_DIR;
       const env = { ...torchThreadEnv({ ...process.env, ...options.env }), ...options.env };
       env.PYTHONPATH = [workerDir, env.PYTHONPATH ?? process.env.PYTHONPATH].filter(Boolean).join(path.delimiter);
       const { child, ready: rank0 } = await superviseProcess({
         label: "the worker",
-        command: options.python ?? path.join(REPO_ROOT, ".venv", "bin", "python"),
+        command: options.python ?? VENV_PYTHON,
         args: workerArgs(options, socketPath),
         env,
         orphanGuard: "watches-parent",
