@@ -94,10 +94,18 @@ async def request_lines(requests: TextIO, write: Callable[[dict[str, Any]], None
     loop = asyncio.get_running_loop()
     lines: asyncio.Queue[Optional[str]] = asyncio.Queue()
 
+    def deliver(line: Optional[str]) -> bool:
+        try:
+            loop.call_soon_threadsafe(lines.put_nowait, line)
+            return True
+        except RuntimeError:  # the loop has closed: the host shut down before its stdin ended, nobody reads on
+            return False
+
     def read() -> None:
         for line in requests:
-            loop.call_soon_threadsafe(lines.put_nowait, line)
-        loop.call_soon_threadsafe(lines.put_nowait, None)
+            if not deliver(line):
+                return
+        deliver(None)
 
     threading.Thread(target=read, name="agentrl-host-stdin", daemon=True).start()
     while (line := await lines.get()) is not None:
