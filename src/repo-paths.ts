@@ -1,12 +1,20 @@
 /**
- * Where agentrl's own files are: the repository (or installed package) root, found from this module's place in the
- * tree. src/ and dist/ both sit one level below the root, so the same line serves vitest and the built CLI.
+ * Where agentrl's own files are: the package root, the nearest folder above this module that holds package.json and
+ * worker/. Found by walking up rather than by a fixed depth, because this module runs from src/ (vitest), from dist/
+ * (tsc's files) and from inside the CLI's bundle (dist/bundle/, scripts/bundle.mjs).
  */
 import { existsSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
-export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+function packageRoot(from: string): string {
+  for (let dir = from; ; dir = path.dirname(dir)) {
+    if (existsSync(path.join(dir, "package.json")) && existsSync(path.join(dir, "worker"))) return dir;
+    if (path.dirname(dir) === dir) throw new Error(`agentrl: no package root (package.json and worker/) above ${from}`);
+  }
+}
+
+export const REPO_ROOT = packageRoot(path.dirname(fileURLToPath(import.meta.url)));
 /** The folder holding the agentrl_worker package (put on PYTHONPATH). */
 export const WORKER_DIR = path.join(REPO_ROOT, "worker");
 /** The interpreter scripts/install.sh sets up, with torch and the worker's dependencies. */

@@ -3,8 +3,10 @@
  * imports its heavy modules lazily inside its action, so `agentrl --help` stays fast.
  */
 import { readFileSync } from "node:fs";
+import path from "node:path";
 import { Command, CommanderError } from "commander";
 import { describeError, ExitError } from "../errors.js";
+import { REPO_ROOT } from "../repo-paths.js";
 import { registerPreprocess } from "./commands/preprocess.js";
 import { registerRollout } from "./commands/rollout.js";
 import { registerTrain } from "./commands/train.js";
@@ -16,7 +18,7 @@ import { registerParse } from "./commands/parse.js";
 import { registerTemplate } from "./commands/template.js";
 
 export function packageVersion(): string {
-  const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string };
+  const pkg = JSON.parse(readFileSync(path.join(REPO_ROOT, "package.json"), "utf8")) as { version: string };
   return pkg.version;
 }
 

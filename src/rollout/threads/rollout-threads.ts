@@ -6,7 +6,10 @@
  * threads, resume, over-sampling, cancellation) and the one recorder (stats, the writer): this class is only its
  * TrajectoryExecutor.
  */
+import path from "node:path";
+import { pathToFileURL } from "node:url";
 import { Worker } from "node:worker_threads";
+import { REPO_ROOT } from "../../repo-paths.js";
 import type { Trajectory } from "../../data/trajectory.js";
 import { ServerLoads, type EngineStats } from "../../engine/index.js";
 import { OverSampleAbort } from "../over-sample.js";
@@ -16,7 +19,8 @@ import type { FromWorker, StopReason, ToWorker, WorkerSetup } from "./protocol.j
 import { mergeEngineStats } from "./engine-stats.js";
 import { errorFromThread, RolloutThreadError } from "./thread-errors.js";
 
-const WORKER_ENTRY = new URL("./worker.js", import.meta.url);
+// tsc's file, also when this module runs inside the CLI's bundle (scripts/bundle.mjs), which sits elsewhere in dist/.
+const WORKER_ENTRY = pathToFileURL(path.join(REPO_ROOT, "dist", "rollout", "threads", "worker.js"));
 /** How long a thread may take to close its client, tools and reward processes before it is terminated. */
 const CLOSE_GRACE_MS = 30_000;
 
