@@ -15,9 +15,15 @@ exec node --max-semi-space-size=64 "$0" "$@"
 */
 // The only place that exits the process: the CLI returns an exit code, this file applies it. It runs the CLI bundled
 // (scripts/bundle.mjs: about 0.2 s less start-up for every command), with source maps on, so that the stack of an
-// unexpected error names src/*.ts lines rather than the bundle's (about 0.02 s).
+// unexpected error names src/*.ts lines rather than the bundle's (about 0.02 s). tsc's module-per-file CLI does the
+// same work: it runs when there is no bundle (a checkout built by tsc alone), or with AGENTRL_UNBUNDLED=1 (while
+// `tsc --watch` rebuilds dist/ and the bundle would be stale).
+import { existsSync } from "node:fs";
+
 process.setSourceMapsEnabled(true);
-const { main, setQuitNow } = await import("../dist/bundle/agentrl.mjs");
+const bundle = new URL("../dist/bundle/agentrl.mjs", import.meta.url);
+const unbundled = process.env.AGENTRL_UNBUNDLED === "1" || !existsSync(bundle);
+const { main, setQuitNow } = await import(unbundled ? "../dist/cli/index.js" : bundle.href);
 
 // A second Ctrl-C during a long command quits at once (src/interrupt.ts).
 setQuitNow((code) => process.exit(code));
