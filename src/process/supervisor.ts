@@ -134,7 +134,7 @@ export function describeExit(exit: { code: number | null; signal: NodeJS.Signals
  * itself, so without this line its log would end mid-stream with no cause; SIGKILL, which no process can catch, is
  * also what Linux's out-of-memory killer sends.
  */
-export function unexpectedSignalLine(label: string, pid: number, signal: NodeJS.Signals): string {
+function unexpectedSignalLine(label: string, pid: number, signal: NodeJS.Signals): string {
   const oom = signal === "SIGKILL" ? " (Linux's out-of-memory killer sends SIGKILL: see `dmesg`)" : "";
   return `agentrl: ${label} (pid ${pid}) was ended by ${signal}, which agentrl did not send${oom}`;
 }

@@ -21,7 +21,6 @@ import { assertPortFree } from "./port-check.js";
 import { torchThreadEnv } from "../torch-threads.js";
 import { WORKER_DIR, defaultPythonExecutable } from "../repo-paths.js";
 
-
 /** How any supervised server (an inference server, the router) is run and waited for. */
 export interface ServerRunOptions {
   /** Python interpreter. @default the repository's .venv/bin/python when it exists, else python3 */
@@ -51,7 +50,6 @@ export interface InferenceServer extends ServerProcess {
   /** The command line, API key redacted, for logs. */
   commandLine: string[];
 }
-
 
 /** A port nobody listens on right now (SGLang cannot be asked for port 0). */
 export async function freePort(host = "127.0.0.1"): Promise<number> {

@@ -6,7 +6,6 @@
 import { spawn } from "node:child_process";
 import { VENV_PYTHON, WORKER_DIR } from "../repo-paths.js";
 
-
 export interface MetricsSink {
   log(record: Record<string, unknown>): void;
   close(): Promise<void>;

@@ -1,12 +1,11 @@
 /** Runs the built CLI as a user would: `node bin/agentrl.js ...` in a child process. */
 import { spawn } from "node:child_process";
-import { fileURLToPath } from "node:url";
 import path from "node:path";
+import { REPO_ROOT } from "../../src/repo-paths.js";
 
-export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..");
+export { REPO_ROOT, VENV_PYTHON } from "../../src/repo-paths.js";
 export const CLI = path.join(REPO_ROOT, "bin", "agentrl.js");
 export const SHARED = path.resolve(REPO_ROOT, "..", "shared");
-export const VENV_PYTHON = path.join(REPO_ROOT, ".venv", "bin", "python");
 
 export interface CliResult {
   code: number;

@@ -4,8 +4,8 @@ Only `input_ids` prompts are served (agentrl tokenizes on its side); `text` is a
 A single prompt with n == 1 answers one object; a batch, or n > 1, answers an array ordered prompt-major
 (index i * n + j), and with n > 1 every sample gets a fresh uuid rid, as in SGLang. `priority` (an integer, one for
 the whole request) orders the waiting queue when the server runs with --enable-priority-scheduling. Other
-GenerateReqInput fields
-(logprob_start_len, top_logprobs_num, ...) are accepted and ignored, as an older SGLang ignores fields it lacks.
+GenerateReqInput fields (logprob_start_len, top_logprobs_num, ...) are accepted and ignored, as an older SGLang
+ignores fields it lacks.
 """
 
 from __future__ import annotations
