@@ -49,6 +49,25 @@ export const versionSpanSchema = z.object({
 });
 export type VersionSpan = z.infer<typeof versionSpanSchema>;
 
+/**
+ * An earlier token sequence of the same episode: an OpenAI-API agent (docs/openai-gateway.md) sent a history that did
+ * not extend the record (an edited or dropped message, a summarised context), so a new sequence began. It trains
+ * with the episode's reward and advantage, as its own row.
+ */
+export const contextSegmentSchema = z.object({
+  prompt_ids: z.array(z.number().int()),
+  response_ids: z.array(z.number().int()),
+  response_mask: z.array(z.number().int()),
+  response_logprobs: z.array(z.number()),
+  /** Its chat messages (JSON text), as `messages`. */
+  messages: z.string(),
+  /** Why the next request did not extend it. */
+  reason: z.string(),
+  /** Its own drift check: match, drift, whitespace_only, reasoning_only, skipped. */
+  drift: z.string(),
+});
+export type ContextSegment = z.infer<typeof contextSegmentSchema>;
+
 export const toolCallRecordSchema = z.object({
   /** The assistant turn (0-based) that made the call. */
   turn: z.number().int(),
@@ -127,6 +146,8 @@ export const trajectorySchema = z.object({
   weight_version: z.string().nullish(),
   /** Which weight version sampled which response tokens; absent in files written before partial rollouts. */
   version_spans: z.array(versionSpanSchema).nullish(),
+  /** Earlier token sequences of this episode, oldest first; absent or empty when the record is one sequence. */
+  context_segments: z.array(contextSegmentSchema).nullish(),
   step: z.number().int().nullish(),
   started_at: z.number(),
   gen_ms: z.number(),
@@ -238,6 +259,19 @@ export const trajectoryArrowSchema = new Schema([
   str("server", true),
   str("weight_version", true),
   list("version_spans", new Struct([i32("start"), i32("end"), str("weight_version", true)]), true),
+  list(
+    "context_segments",
+    new Struct([
+      list("prompt_ids", new Int32()),
+      list("response_ids", new Int32()),
+      list("response_mask", new Int8()),
+      list("response_logprobs", new Float32()),
+      str("messages"),
+      str("reason"),
+      str("drift"),
+    ]),
+    true,
+  ),
   i32("step", true),
   f64("started_at"),
   f64("gen_ms"),

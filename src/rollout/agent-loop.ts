@@ -5,7 +5,7 @@
  * record and its masks; a loop only ever adds to it through these primitives. The built-in loops (tool_agent,
  * single_turn_agent) are written on the same API a user's module gets (docs/agent-loops.md).
  */
-import type { ChatMessage } from "../chat/index.js";
+import type { ChatMessage, ToolSchema } from "../chat/index.js";
 import type { ParseResult } from "../parsers/index.js";
 import type { MultiTurnConfig } from "./config.js";
 import type { Sample } from "./sample.js";
@@ -23,6 +23,14 @@ export interface Generation {
   finishReason: string | null;
   /** Set when the trajectory ends with this turn (length cut, budget spent, deadline, server down, abort). */
   finish?: Finish;
+}
+
+/** What one generate() call may ask for besides the trajectory's sampling settings. */
+export interface GenerateOptions {
+  /** Caps this turn below the response budget left. */
+  maxNewTokens?: number;
+  /** Stop strings for this turn (SGLang's `stop`): the engine ends the turn where one appears. */
+  stop?: readonly string[];
 }
 
 /** A tool call a loop makes itself, by name (the model's own calls come from parseToolCalls). */
@@ -69,7 +77,7 @@ export interface AgentLoopApi {
    * below the response budget left: a turn cut there (finishReason "length") does not end the trajectory, and what
    * follows it (append, callTools) closes it with the end-of-turn token, mask 0.
    */
-  generate(options?: { maxNewTokens?: number }): Promise<Generation>;
+  generate(options?: GenerateOptions): Promise<Generation>;
   /** The last assistant turn's tool calls and parse errors; undefined when it attempted none (or without tools). */
   parseToolCalls(): ParseResult | undefined;
   /** Runs calls through the trajectory's tool session and appends their observations (errors included, mask 0). */
@@ -117,6 +125,26 @@ export interface SelectedAgentLoop {
   name: string;
   loop: AgentLoop;
   builtin: boolean;
+  /**
+   * Set for loops agentrl runs on the trajectory's own state (the OpenAI gateway's, which renders the agent's own
+   * prompt and tools and can open new segments): called instead of `loop`, with the same API beside the state.
+   */
+  internal?: (api: TrajectoryControl, run: TrajectoryInFlight) => Promise<Finish | void | undefined>;
+}
+
+/** The API plus what only agentrl's own loops touch: the trajectory's outcome so far, and ending it. */
+export interface TrajectoryControl extends AgentLoopApi {
+  /** The Finish a primitive returned (or endWith set): the trajectory is over. */
+  readonly ended: Finish | undefined;
+  /** Ends the trajectory with `finish` unless it has ended already; returns the Finish that holds. */
+  endWith(finish: Finish): Finish;
+  /**
+   * Renders `messages` with `tools` as the trajectory's current token sequence (the agent's own prompt, or a new
+   * segment); the rendered length instead when it is over data.max_prompt_length (nothing changes then).
+   */
+  openSequence(messages: readonly ChatMessage[], tools: readonly ToolSchema[]): { tooLong?: { length: number; limit: number } };
+  /** parseToolCalls against the given tool names (an agent's request names its own tools). */
+  parseToolCallsOf(toolNames: readonly string[]): ParseResult | undefined;
 }
 
 /**
@@ -129,7 +157,7 @@ export async function runAgentLoop(selected: SelectedAgentLoop, run: TrajectoryI
   const api = new TrajectoryAgent(run);
   let returned: Finish | void | undefined | typeof DEADLINE;
   try {
-    const running = Promise.resolve(selected.loop(api));
+    const running = Promise.resolve(selected.internal ? selected.internal(api, run) : selected.loop(api));
     returned = selected.builtin ? await running : await Promise.race([running, deadlinePassed(run.deadline)]);
   } catch (err) {
     if (selected.builtin || err instanceof PromptTooLongError) throw err;
@@ -163,7 +191,7 @@ function finishOf(returned: unknown, name: string): Finish {
 }
 
 /** The AgentLoopApi of one trajectory in flight. */
-class TrajectoryAgent implements AgentLoopApi {
+class TrajectoryAgent implements TrajectoryControl {
   /** The Finish a primitive returned: the trajectory is over. */
   ended: Finish | undefined;
   /** The primitives running now: the record waits for them before it is read. */
@@ -202,16 +230,16 @@ class TrajectoryAgent implements AgentLoopApi {
     };
   }
 
-  generate(options: { maxNewTokens?: number } = {}): Promise<Generation> {
-    return this.track(this.generateTurn(options.maxNewTokens));
+  generate(options: GenerateOptions = {}): Promise<Generation> {
+    return this.track(this.generateTurn(options.maxNewTokens, options.stop));
   }
 
-  private async generateTurn(cap: number | undefined): Promise<Generation> {
+  private async generateTurn(cap: number | undefined, stop: readonly string[] | undefined): Promise<Generation> {
     if (this.ended) return { ids: [], text: "", finishReason: null, finish: this.ended };
     if (cap !== undefined && !(Number.isInteger(cap) && cap > 0)) throw new Error(`generate(): maxNewTokens must be a positive integer, not ${cap}`);
     const before = this.run.conversation.totalLength;
     const turns = this.run.log.assistantFinish.length;
-    const finish = this.end(await sampleAssistantTurn(this.run, cap));
+    const finish = this.end(await sampleAssistantTurn(this.run, cap, stop));
     const ids = this.run.conversation.tokenIds.slice(before);
     const text = this.run.ctx.model.decode(ids, { skipSpecialTokens: true });
     const finishReason = this.run.log.assistantFinish.length > turns ? this.run.log.assistantFinish.at(-1)! : null;
@@ -283,6 +311,25 @@ class TrajectoryAgent implements AgentLoopApi {
     const settled = () => void this.inFlight.delete(primitive);
     primitive.then(settled, settled);
     return primitive;
+  }
+
+  endWith(finish: Finish): Finish {
+    this.ended ??= finish;
+    return this.ended;
+  }
+
+  openSequence(messages: readonly ChatMessage[], tools: readonly ToolSchema[]): { tooLong?: { length: number; limit: number } } {
+    try {
+      this.run.conversation = openConversation(this.run.sample, this.run.ctx, messages, tools);
+      return {};
+    } catch (err) {
+      if (!(err instanceof PromptTooLongError)) throw err;
+      return { tooLong: { length: err.length, limit: err.limit } };
+    }
+  }
+
+  parseToolCallsOf(toolNames: readonly string[]): ParseResult | undefined {
+    return this.ended ? undefined : parseToolCalls(this.run, toolNames);
   }
 
   private end(finish: Finish | undefined): Finish | undefined {

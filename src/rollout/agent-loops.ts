@@ -11,6 +11,13 @@ import type { AgentSection } from "./config.js";
 import { singleTurnAgentLoop, toolAgentLoop, type AgentLoop, type SelectedAgentLoop } from "./agent-loop.js";
 import { readAgentLoopFile } from "./agent-loop-file.js";
 import { PythonAgentLoop } from "./python-agent-loop.js";
+import { Gateway } from "../gateway/server.js";
+import { openaiAgentLoop } from "../gateway/openai-agent.js";
+
+/** What a registry ends at close(): Python loop hosts, the gateway. */
+interface Closable {
+  close(): Promise<void>;
+}
 
 export const DEFAULT_AGENT_LOOP = "tool_agent";
 
@@ -37,8 +44,8 @@ export class AgentLoopRegistry {
   private constructor(
     private readonly loops: ReadonlyMap<string, SelectedAgentLoop>,
     readonly defaultName: string,
-    /** Python loops' hosts, ended by close(). */
-    private readonly hosts: readonly PythonAgentLoop[] = [],
+    /** Python loops' hosts and the gateway, ended by close(). */
+    private readonly hosts: readonly Closable[] = [],
   ) {}
 
   /** Only the built-ins, tool_agent the default. */
@@ -47,9 +54,15 @@ export class AgentLoopRegistry {
   }
 
   /** The built-ins and `loops` (user loops, in process: a throw fails the trajectory), `defaultName` for rows without agent_name. */
-  static withLoops(loops: Readonly<Record<string, AgentLoop>>, defaultName = DEFAULT_AGENT_LOOP, hosts: readonly PythonAgentLoop[] = []): AgentLoopRegistry {
-    const entries = new Map(Object.entries(BUILTIN_LOOPS).map(([name, loop]) => [name, { name, loop, builtin: true }]));
-    for (const [name, loop] of Object.entries(loops)) entries.set(name, { name, loop, builtin: Object.values(BUILTIN_LOOPS).includes(loop) });
+  static withLoops(
+    loops: Readonly<Record<string, AgentLoop | SelectedAgentLoop>>,
+    defaultName = DEFAULT_AGENT_LOOP,
+    hosts: readonly Closable[] = [],
+  ): AgentLoopRegistry {
+    const entries = new Map<string, SelectedAgentLoop>(Object.entries(BUILTIN_LOOPS).map(([name, loop]) => [name, { name, loop, builtin: true }]));
+    for (const [name, loop] of Object.entries(loops)) {
+      entries.set(name, typeof loop === "function" ? { name, loop, builtin: Object.values(BUILTIN_LOOPS).includes(loop) } : loop);
+    }
     checkAgentName(defaultName, [...entries.keys()], "actor_rollout_ref.rollout.agent.default_agent_loop");
     return new AgentLoopRegistry(entries, defaultName, hosts);
   }
@@ -58,9 +71,17 @@ export class AgentLoopRegistry {
    * The config's loops (agent_loops, then agent_loop_config_path's), JS modules imported and Python hosts started
    * now, so a missing module, export or function fails before any rollout.
    */
-  static async load(agent: AgentSection, cwd = process.cwd()): Promise<AgentLoopRegistry> {
-    const loops: Record<string, AgentLoop> = {};
-    const hosts: PythonAgentLoop[] = [];
+  static async load(agent: AgentSection, cwd = process.cwd(), modelName = "agentrl"): Promise<AgentLoopRegistry> {
+    const loops: Record<string, AgentLoop | SelectedAgentLoop> = {};
+    const hosts: Closable[] = [];
+    let gateway: Gateway | undefined;
+    const noted = new Set<string>();
+    // Once per run: the same note from every trajectory would bury everything else.
+    const note = (key: string, message: string) => {
+      if (noted.has(key)) return;
+      noted.add(key);
+      process.stderr.write(`note: ${message}\n`);
+    };
     // A module path is relative to `dir` (the working folder, or the agent loop file's); a dotted one is imported
     // from the working folder.
     const add = async (name: string, target: string, dir: string, where: string, kwargs: Record<string, unknown>) => {
@@ -75,7 +96,15 @@ export class AgentLoopRegistry {
     };
     try {
       for (const [name, target] of Object.entries(agent.agent_loops)) {
-        await add(name, target, cwd, `agent loop ${name} (${target})`, {});
+        if (typeof target === "string") {
+          await add(name, target, cwd, `agent loop ${name} (${target})`, {});
+          continue;
+        }
+        if (!gateway) {
+          gateway = await Gateway.start(modelName);
+          hosts.push({ close: () => gateway!.stop() });
+        }
+        loops[name] = await openaiAgentLoop({ name, spec: target, gateway, where: `actor_rollout_ref.rollout.agent.agent_loops.${name}`, cwd, note });
       }
       for (const entry of agent.agent_loop_config_path ? await readAgentLoopFile(agent.agent_loop_config_path) : []) {
         if (entry.name in loops) throw new InputError(`${entry.where}: agent loop ${entry.name} is also registered in actor_rollout_ref.rollout.agent.agent_loops`);

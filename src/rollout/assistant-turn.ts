@@ -17,13 +17,13 @@ import { errorText, type Finish, type TrajectoryInFlight } from "./trajectory-st
  * loop's own limit on this turn) below the response budget left makes a length stop the loop's business: the turn
  * is cut, and the trajectory goes on.
  */
-export async function sampleAssistantTurn(run: TrajectoryInFlight, cap?: number): Promise<Finish | undefined> {
+export async function sampleAssistantTurn(run: TrajectoryInFlight, cap?: number, stop?: readonly string[]): Promise<Finish | undefined> {
   const remaining = run.ctx.maxResponseLength - run.conversation.responseLength;
   if (remaining <= 0) return { status: "truncated", reason: "response_budget" };
   const limit = cap === undefined ? remaining : Math.min(cap, remaining);
   let sampled = 0;
   for (let piece = 0; ; piece++) {
-    const generated = await generate(run, limit - sampled, piece);
+    const generated = await generate(run, limit - sampled, piece, stop);
     if (generated.finish) return generated.finish;
     const { result } = generated;
     if (!result.preempted) return appendSampled(run, result, limit < remaining);
@@ -40,10 +40,10 @@ export async function sampleAssistantTurn(run: TrajectoryInFlight, cap?: number)
  * Parses the last assistant turn's calls (when tools are configured) and records them on its message. Undefined
  * when the turn attempted no call: it holds neither a call nor a parse error.
  */
-export function parseToolCalls(run: TrajectoryInFlight): ParseResult | undefined {
+export function parseToolCalls(run: TrajectoryInFlight, toolNames: readonly string[] | undefined = run.ctx.tools?.names()): ParseResult | undefined {
   const { ctx, conversation } = run;
-  if (!ctx.tools) return undefined;
-  const parsed = ctx.parser.parseTokens(conversation.lastAssistantIds(), ctx.model, { tools: ctx.tools.names() });
+  if (!toolNames) return undefined;
+  const parsed = ctx.parser.parseTokens(conversation.lastAssistantIds(), ctx.model, { tools: toolNames });
   run.log.parseErrors += parsed.errors.length;
   if (parsed.calls.length > 0) {
     const toolCalls = parsed.calls.map((call) => ({
@@ -57,11 +57,11 @@ export function parseToolCalls(run: TrajectoryInFlight): ParseResult | undefined
 
 type Generated = { result: GenerateResult; finish?: undefined } | { finish: Finish };
 
-async function generate(run: TrajectoryInFlight, maxNewTokens: number, piece: number): Promise<Generated> {
+async function generate(run: TrajectoryInFlight, maxNewTokens: number, piece: number, stop: readonly string[] | undefined): Promise<Generated> {
   const { log } = run;
   const started = performance.now();
   try {
-    const result = await run.ctx.client.generate(generateRequest(run, maxNewTokens, piece));
+    const result = await run.ctx.client.generate(generateRequest(run, maxNewTokens, piece, stop));
     log.genMs += performance.now() - started;
     log.retries += result.attempts - 1;
     log.server = result.server;
@@ -74,7 +74,7 @@ async function generate(run: TrajectoryInFlight, maxNewTokens: number, piece: nu
 }
 
 /** `piece` > 0 continues a preempted generation; its seed differs, so it does not replay the first piece's draws. */
-function generateRequest(run: TrajectoryInFlight, maxNewTokens: number, piece: number): GenerateRequest {
+function generateRequest(run: TrajectoryInFlight, maxNewTokens: number, piece: number, stop: readonly string[] | undefined): GenerateRequest {
   const { model, rollout, greedy } = run.ctx;
   const seed = requestSeed(rollout.seed, run.sample, run.conversation.assistantTurns, piece);
   return {
@@ -85,6 +85,7 @@ function generateRequest(run: TrajectoryInFlight, maxNewTokens: number, piece: n
       topP: greedy ? 1 : rollout.top_p,
       topK: greedy ? -1 : rollout.top_k,
       stopTokenIds: [...new Set([...model.eosTokenIds, model.endOfTurnTokenId])],
+      ...(stop && stop.length > 0 ? { stop: [...stop] } : {}),
       ...(seed === undefined ? {} : { samplingSeed: seed }),
     },
     stickyKey: run.id,

@@ -72,14 +72,36 @@ export const serverSchema = z
   })
   .describe("actor_rollout_ref.rollout.server");
 
+/** An agent written against the OpenAI API, run once per trajectory against the gateway (docs/openai-gateway.md). */
+export const openaiAgentSchema = z
+  .strictObject({
+    kind: z.literal("openai").describe("an agent that talks to agentrl's OpenAI-compatible gateway"),
+    command: z
+      .union([z.string().min(1), z.array(z.string().min(1)).min(1)]).optional()
+      .describe("the agent as a command, in any language: a string runs under /bin/sh -c, a list runs as argv; it gets OPENAI_BASE_URL, OPENAI_API_KEY and the row as JSON on stdin"),
+    function: z
+      .string().min(1).optional()
+      .describe("the agent as a function called with a ready OpenAI client and the row: file.py#name (Python, sync or async) or file.mjs#name (JS; default export without #)"),
+    reward: z
+      .enum(["auto", "agent", "reward_function"]).default("auto")
+      .describe("auto: the agent's last stdout line or return value when it holds {\"reward\": x}, else the reward function; agent: the agent must report one; reward_function: ignore what the agent reports"),
+    sandbox: z
+      .enum(["none", "bwrap"]).default("none")
+      .describe("none: a plain child process in its own process group; bwrap: bubblewrap, the working folder read-only, a private /tmp, the network shared (the gateway is on loopback)"),
+    env: z.record(z.string(), z.string()).default({}).describe("extra environment variables for the agent"),
+    python: z.string().min(1).nullable().default(null).describe("the interpreter of a Python function agent (default: agentrl's .venv, else python3)"),
+  })
+  .refine((agent) => (agent.command === undefined) !== (agent.function === undefined), { message: "give exactly one of command and function" });
+export type OpenaiAgentSpec = z.infer<typeof openaiAgentSchema>;
+
 export const agentSchema = z
   .strictObject({
     default_agent_loop: z
       .string().min(1).default("tool_agent")
       .describe("agent loop of rows without agent_name: tool_agent (built-in: tools, simulated user, multi_turn limits), single_turn_agent (one turn) or a name of agent_loops (verl's default_agent_loop)"),
     agent_loops: z
-      .record(z.string().min(1), z.string().min(1)).default({})
-      .describe("custom agent loops: name -> module, relative to the working folder: JS (.js/.mjs, its default export) or Python (file.py for its agent_loop, file.py#name, pkg.mod.name); a row's agent_name picks one (docs/agent-loops.md)"),
+      .record(z.string().min(1), z.union([z.string().min(1), openaiAgentSchema])).default({})
+      .describe("custom agent loops: name -> module, relative to the working folder: JS (.js/.mjs, its default export) or Python (file.py for its agent_loop, file.py#name, pkg.mod.name); or an agent on the OpenAI API, {kind: openai, command | function} (docs/openai-gateway.md); a row's agent_name picks one (docs/agent-loops.md)"),
     agent_loop_config_path: z
       .string().min(1).nullable().default(null)
       .describe("verl's agent loop file: a YAML list of {name, _target_, ...kwargs}, _target_ a Python loop (pkg.mod.name, file.py#name; other keys go to a loop class) or a JS module; verl's ToolAgentLoop and SingleTurnAgentLoop are the built-ins (docs/agent-loops.md)"),

@@ -3,7 +3,7 @@
  * data.max_prompt_length. run-trajectory.ts opens it; an agent loop that appends before the first assistant turn
  * opens it again with the longer prompt.
  */
-import { Conversation, type ChatMessage } from "../chat/index.js";
+import { Conversation, type ChatMessage, type ToolSchema } from "../chat/index.js";
 import type { Sample } from "./sample.js";
 import type { TrajectoryContext } from "./trajectory-state.js";
 
@@ -18,11 +18,19 @@ export class PromptTooLongError extends Error {
   }
 }
 
-/** The Conversation of `messages` (the sample's prompt unless given), with the context's tools and drift mode. */
-export function openConversation(sample: Sample, ctx: TrajectoryContext, messages: readonly ChatMessage[] = sample.messages): Conversation {
+/**
+ * The Conversation of `messages` (the sample's prompt unless given), with the context's tools (unless given: the
+ * gateway renders the tools the agent's request names) and drift mode.
+ */
+export function openConversation(
+  sample: Sample,
+  ctx: TrajectoryContext,
+  messages: readonly ChatMessage[] = sample.messages,
+  tools: readonly ToolSchema[] = ctx.toolSchemas,
+): Conversation {
   const mode = ctx.rollout.multi_turn.tokenization_sanity_check_mode;
   const conversation = Conversation.start(ctx.model, messages, {
-    tools: ctx.toolSchemas,
+    tools,
     driftMode: mode === "disable" ? "off" : mode,
   });
   if (conversation.promptLength > ctx.maxPromptLength) {

@@ -69,7 +69,7 @@ export async function loadRolloutParts(options: {
   let rewardFunction: LoadedRewardFunction | undefined;
   let agentLoops: AgentLoopRegistry | undefined;
   try {
-    agentLoops = await AgentLoopRegistry.load(options.rollout.agent);
+    agentLoops = await AgentLoopRegistry.load(options.rollout.agent, process.cwd(), path.basename(path.resolve(options.modelPath)));
     rewardFunction = options.rewardModulePath
       ? await loadRewardModule(options.rewardModulePath, options.rewardName ?? DEFAULT_REWARD_NAME, process.cwd(), options.rewardPython)
       : undefined;

@@ -5,8 +5,8 @@
  */
 import type { ConversationExport, DriftReport } from "../chat/index.js";
 import { computeReward } from "../rewards/index.js";
-import { TRAJECTORY_FORMAT_VERSION, type Trajectory, type TrajectorySegment } from "../data/trajectory.js";
-import { errorText, type Finish, type TrajectoryInFlight, type TurnLog } from "./trajectory-state.js";
+import { TRAJECTORY_FORMAT_VERSION, type ContextSegment, type Trajectory, type TrajectorySegment } from "../data/trajectory.js";
+import { errorText, type ClosedSegment, type Finish, type TrajectoryInFlight, type TurnLog } from "./trajectory-state.js";
 
 interface Scored {
   score: number;
@@ -20,7 +20,8 @@ export async function finishTrajectory(run: TrajectoryInFlight, finish: Finish):
   ctx.client.forgetStickyKey(run.id);
   const drift = conversation.driftMode === "off" ? undefined : conversation.driftCheck();
   const exported = conversation.export();
-  const reward = await scoreResponse(run, ctx.model.decode(exported.responseIds, { skipSpecialTokens: true }));
+  // An agent that reported its own reward is scored by it; the reward function is not asked.
+  const reward: Scored = run.agentReward ?? (await scoreResponse(run, ctx.model.decode(exported.responseIds, { skipSpecialTokens: true })));
   const outcome: Finish = reward.error === undefined ? finish : { status: "failed", reason: "reward_error", error: reward.error };
   return trajectoryRecord(run, exported, outcome, reward, drift);
 }
@@ -70,6 +71,22 @@ function segmentsOf(segments: ConversationExport["segments"], log: TurnLog): Tra
     if (segment.kind === "tool") return { ...base, ...(log.toolSegments[toolSegment++] ?? {}) };
     return base;
   });
+}
+
+/** A closed segment of the episode as the record keeps it, with its own drift check. */
+function contextSegment(segment: ClosedSegment): ContextSegment {
+  const { conversation } = segment;
+  const drift = conversation.driftMode === "off" ? undefined : conversation.driftCheck();
+  const exported = conversation.export();
+  return {
+    prompt_ids: exported.promptIds,
+    response_ids: exported.responseIds,
+    response_mask: exported.responseMask,
+    response_logprobs: exported.responseLogprobs,
+    messages: JSON.stringify(exported.messages),
+    reason: segment.reason,
+    drift: drift?.status ?? "skipped",
+  };
 }
 
 /** The tools' calc_reward values that go into the reward: their sum with tool_score_reward: sum, else nothing. */
@@ -125,6 +142,7 @@ function trajectoryRecord(
     server: log.server,
     weight_version: log.weightVersion,
     version_spans: log.versionSpans,
+    context_segments: (run.closedSegments ?? []).map(contextSegment),
     step: run.ctx.step ?? null,
     started_at: run.startedAt,
     gen_ms: log.genMs,

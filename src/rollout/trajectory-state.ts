@@ -95,6 +95,22 @@ export interface TrajectoryInFlight {
   /** The trajectory's tool instances (tool_lifetime: trajectory); undefined without tools or per call. */
   toolSession: ToolSession | undefined;
   log: TurnLog;
+  /**
+   * Earlier token sequences of this episode, oldest first: an OpenAI-API agent whose history stopped extending the
+   * record started a new one (src/gateway/history.ts). Absent for every other loop.
+   */
+  closedSegments?: ClosedSegment[];
+  /** The reward the agent itself reported (an OpenAI-API agent's last stdout line); it replaces the reward function. */
+  agentReward?: { score: number; extra: Record<string, unknown> };
+}
+
+/** A token sequence the episode left behind, with the per-turn facts of its own turns. */
+export interface ClosedSegment {
+  conversation: Conversation;
+  /** Why the next request did not extend it. */
+  reason: string;
+  assistantFinish: string[];
+  versionSpans: VersionSpan[];
 }
 
 export function emptyTurnLog(): TurnLog {

@@ -9,6 +9,15 @@ import type { Trajectory } from "../data/trajectory.js";
 import { readSafetensors, writeBatch, type TrajectoryRow, type WorkerClient } from "./worker/index.js";
 import type { TrainReporter } from "./reporter.js";
 
+/** The token arrays of one sequence of an episode: the trajectory's own (its main sequence) or a context segment's. */
+type TokenSequence = Pick<Trajectory, "prompt_ids" | "response_ids" | "response_mask" | "response_logprobs">;
+
+/** The batch rows of a step, and which row is each trajectory's main sequence (its trainer log-probs, advantage). */
+export interface BatchRows {
+  rows: TrajectoryRow[];
+  mainRows: number[];
+}
+
 export interface UpdateResult {
   /** The worker's metrics: log-prob pass, then update (actor/pg_loss, actor/grad_norm, ...). */
   metrics: Record<string, number>;
@@ -25,7 +34,8 @@ export async function updatePolicy(
   // logprobs-N after it.
   const batchFile = path.join(options.scratchDir, `batch-${step}.safetensors`);
   const logProbFile = path.join(options.scratchDir, `logprobs-${step}.safetensors`);
-  await writeBatch(batchFile, batchRows(kept), options.padTokenId);
+  const { rows, mainRows } = batchRows(kept);
+  await writeBatch(batchFile, rows, options.padTokenId);
   options.reporter.phase(step, "log_prob");
   let t0 = performance.now();
   const logProbs = await worker.computeLogProbs(batchFile, logProbFile);
@@ -34,10 +44,9 @@ export async function updatePolicy(
   t0 = performance.now();
   const update = await worker.update(batchFile, logProbs.path);
   const updateSeconds = (performance.now() - t0) / 1000;
-  await attachTrainerLogProbs(kept, logProbs.path);
-  update.advantages?.forEach((advantage, row) => {
-    kept[row]!.advantage = advantage;
-  });
+  await attachTrainerLogProbs(kept, mainRows, logProbs.path);
+  const advantages = update.advantages;
+  if (advantages) kept.forEach((t, i) => (t.advantage = advantages[mainRows[i]!]!));
   rmSync(batchFile, { force: true });
   rmSync(logProbFile, { force: true });
   return {
@@ -46,29 +55,54 @@ export async function updatePolicy(
   };
 }
 
-/** One row per trajectory: prompt and response tokens, the loss mask over the response, its group for the baseline. */
-function batchRows(trajectories: readonly Trajectory[]): TrajectoryRow[] {
+/**
+ * One row per sequence: a trajectory's context segments (in order), then its main sequence, all with the trajectory's
+ * reward and group. A trajectory with context segments gets an episode id (its index), so the worker computes one
+ * advantage for the episode; with none anywhere the batch is exactly one row per trajectory, without episode ids.
+ */
+export function batchRows(trajectories: readonly Trajectory[]): BatchRows {
   const groupIndex = new Map<string, number>();
-  return trajectories.map((t) => {
+  const rows: TrajectoryRow[] = [];
+  const mainRows = trajectories.map((t, index) => {
     if (!groupIndex.has(t.group_id)) groupIndex.set(t.group_id, groupIndex.size);
-    return {
-      ids: [...t.prompt_ids, ...t.response_ids],
-      responseMask: [...new Array<number>(t.prompt_ids.length).fill(0), ...t.response_mask],
-      reward: t.reward,
-      groupId: groupIndex.get(t.group_id)!,
-      rolloutLogProbs: [...new Array<number>(t.prompt_ids.length).fill(0), ...t.response_logprobs],
-    };
+    const groupId = groupIndex.get(t.group_id)!;
+    const segments = contextSegments(t);
+    const episodeId = segments.length > 0 ? index : undefined;
+    for (const sequence of [...segments, t]) rows.push(sequenceRow(sequence, t.reward, groupId, episodeId));
+    return rows.length - 1;
   });
+  return { rows, mainRows };
 }
 
-/** Copies the trainer's log-probs of each trajectory's response tokens into the record, for inspect's gap view. */
-async function attachTrainerLogProbs(trajectories: Trajectory[], file: string): Promise<void> {
+function contextSegments(t: Trajectory): readonly TokenSequence[] {
+  return t.context_segments ?? [];
+}
+
+/** Prompt and response tokens, the loss mask over the response, its group for the baseline. */
+function sequenceRow(s: TokenSequence, reward: number, groupId: number, episodeId: number | undefined): TrajectoryRow {
+  const row: TrajectoryRow = {
+    ids: [...s.prompt_ids, ...s.response_ids],
+    responseMask: [...new Array<number>(s.prompt_ids.length).fill(0), ...s.response_mask],
+    reward,
+    groupId,
+    rolloutLogProbs: [...new Array<number>(s.prompt_ids.length).fill(0), ...s.response_logprobs],
+  };
+  if (episodeId !== undefined) row.episodeId = episodeId;
+  return row;
+}
+
+/** Copies the trainer's log-probs of each trajectory's main-row response tokens into the record, for inspect. */
+async function attachTrainerLogProbs(
+  trajectories: Trajectory[],
+  mainRows: readonly number[],
+  file: string,
+): Promise<void> {
   const tensors = await readSafetensors(file);
   const old = tensors.old_log_probs;
   if (!old || old.dtype !== "F32") return;
   const width = old.shape[1]!;
-  trajectories.forEach((t, row) => {
-    const start = row * width + t.prompt_ids.length;
+  trajectories.forEach((t, i) => {
+    const start = mainRows[i]! * width + t.prompt_ids.length;
     t.trainer_logprobs = Array.from(old.data.subarray(start, start + t.response_ids.length));
   });
 }

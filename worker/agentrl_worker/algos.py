@@ -6,7 +6,7 @@ Every function here is deterministic and free of distributed state, so it can be
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -16,12 +16,13 @@ LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "se
 KL_KINDS = ("k1", "kl", "abs", "k2", "mse", "k3", "low_var_kl")
 
 
+def _keys(ids: Tensor | Sequence) -> list:
+    return ids.tolist() if isinstance(ids, Tensor) else list(ids)
+
+
 def _group_index(group_ids: Tensor | Sequence) -> tuple[Tensor, int]:
     """Maps arbitrary group ids (ints or strings) to dense indices 0..G-1, in order of first appearance."""
-    if isinstance(group_ids, Tensor):
-        keys = group_ids.tolist()
-    else:
-        keys = list(group_ids)
+    keys = _keys(group_ids)
     dense: dict = {}
     index = [dense.setdefault(k, len(dense)) for k in keys]
     return torch.tensor(index, dtype=torch.long), len(dense)
@@ -62,6 +63,33 @@ def rloo_advantages(scores: Tensor, group_ids: Tensor | Sequence) -> Tensor:
     mean = sums[index] / n
     loo = (scores - mean) * n / (n - 1).clamp(min=1)
     return torch.where(n == 1, scores, loo)
+
+
+def episode_advantages(
+    scores: Tensor,
+    group_ids: Tensor | Sequence,
+    episode_ids: Tensor | Sequence | None,
+    estimator: Callable[[Tensor, Sequence], Tensor],
+) -> Tensor:
+    """`estimator` (e.g. grpo_advantages) applied once per episode, its advantage given to every row of the episode.
+
+    An agent that rewrites its own history leaves one episode as several sequences (rows). Each row trains, but the
+    episode is one sample of its group: counting it once per row would pull the group's mean and std towards the
+    episodes that happened to be cut. So the estimator sees only each episode's first row, and the result is broadcast
+    back. Rows of one episode must share their group and score. Without episode_ids every row is its own episode, and
+    this is exactly `estimator(scores, group_ids)`.
+    """
+    if episode_ids is None:
+        return estimator(scores, group_ids)
+    episodes, groups = _keys(episode_ids), _keys(group_ids)
+    index, _ = _group_index(episodes)
+    first: dict = {}
+    for row, episode in enumerate(episodes):
+        head = first.setdefault(episode, row)
+        if groups[row] != groups[head] or scores[row] != scores[head]:
+            raise ValueError(f"episode {episode!r}: rows {head} and {row} differ in group or score")
+    heads = list(first.values())
+    return estimator(scores[heads], [groups[row] for row in heads])[index]
 
 
 def _check_mode(loss_agg_mode: str) -> None:

@@ -20,6 +20,7 @@ BATCH_TENSORS = {
     "response_mask": (torch.int64, 2),
     "rewards": (torch.float32, 1),
     "group_ids": (torch.int64, 1),
+    "episode_ids": (torch.int64, 1),
     "rollout_log_probs": (torch.float32, 2),
     "old_log_probs": (torch.float32, 2),
     "ref_log_probs": (torch.float32, 2),

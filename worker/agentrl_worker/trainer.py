@@ -6,6 +6,7 @@ import json
 import os
 import random
 import shutil
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -222,9 +223,15 @@ class Trainer:
     def _advantages(self, batch: dict[str, Tensor]) -> Tensor:
         if "rewards" not in batch or "group_ids" not in batch:
             raise ConfigError("update: the batch needs rewards and group_ids")
-        if self.config.adv_estimator == "rloo":
-            return algos.rloo_advantages(batch["rewards"], batch["group_ids"])
-        return algos.grpo_advantages(batch["rewards"], batch["group_ids"], norm_by_std=self.config.norm_adv_by_std_in_grpo)
+        estimator = (
+            algos.rloo_advantages
+            if self.config.adv_estimator == "rloo"
+            else partial(algos.grpo_advantages, norm_by_std=self.config.norm_adv_by_std_in_grpo)
+        )
+        try:
+            return algos.episode_advantages(batch["rewards"], batch["group_ids"], batch.get("episode_ids"), estimator)
+        except ValueError as err:  # an episode whose rows disagree is the caller's batch error
+            raise ConfigError(f"update: {err}") from err
 
     # --- commands ---------------------------------------------------------------------------------------------
 

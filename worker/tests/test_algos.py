@@ -9,6 +9,7 @@ from agentrl_worker.algos import (
     LOSS_AGG_MODES,
     agg_loss,
     agg_norm,
+    episode_advantages,
     grpo_advantages,
     head_log_probs,
     kl_penalty,
@@ -63,6 +64,59 @@ def test_rloo_is_reward_minus_mean_of_the_others():
 
 def test_rloo_all_equal_group_gets_zero():
     close(rloo_advantages(torch.tensor([2.0, 2.0]), [0, 0]), [0.0, 0.0])
+
+
+# --- episodes of several rows -----------------------------------------------------------------------------------
+
+ESTIMATORS = {
+    "grpo": grpo_advantages,
+    "dr_grpo": lambda scores, groups: grpo_advantages(scores, groups, norm_by_std=False),
+    "rloo": rloo_advantages,
+}
+
+
+@pytest.mark.parametrize("name", ESTIMATORS)
+def test_an_episode_split_into_rows_gets_the_advantage_it_gets_as_one_row(name):
+    estimator = ESTIMATORS[name]
+    # Episodes a..e (scores 1, 0, 0.5 in group 0; 2, 1 in group 1), each one row...
+    whole = estimator(torch.tensor([1.0, 0.0, 0.5, 2.0, 1.0]), [0, 0, 0, 1, 1])
+    # ...then a cut into 2 rows and d into 3, interleaved with the others.
+    episodes = ["a", "a", "b", "c", "d", "e", "d", "d"]
+    at = {"a": 0, "b": 1, "c": 2, "d": 3, "e": 4}
+    scores = torch.tensor([1.0, 1.0, 0.0, 0.5, 2.0, 1.0, 2.0, 2.0])
+    groups = torch.tensor([0, 0, 0, 0, 1, 1, 1, 1])
+    split = episode_advantages(scores, groups, episodes, estimator)
+    assert torch.equal(split, whole[[at[e] for e in episodes]])
+
+
+@pytest.mark.parametrize(
+    "name, first, second",
+    [
+        # Per episode the group is [1, 0]: mean 0.5, unbiased std sqrt(0.5). Counting the rows [1, 1, 0] instead
+        # would give mean 2/3 and other numbers.
+        ("grpo", 0.5 / (math.sqrt(0.5) + EPS), -0.5 / (math.sqrt(0.5) + EPS)),
+        ("dr_grpo", 0.5, -0.5),
+        ("rloo", 1.0, -1.0),  # 1 - 0 and 0 - 1; counting rows, the first row would get 1 - mean(1, 0) = 0.5
+    ],
+)
+def test_episode_advantages_count_each_episode_once_in_its_group(name, first, second):
+    advantages = episode_advantages(torch.tensor([1.0, 1.0, 0.0]), [0, 0, 0], torch.tensor([7, 7, 3]), ESTIMATORS[name])
+    close(advantages, [first, first, second])
+
+
+@pytest.mark.parametrize("name", ESTIMATORS)
+def test_episode_advantages_without_episodes_are_the_estimators_own(name):
+    estimator = ESTIMATORS[name]
+    scores, groups = torch.tensor([1.0, 2.0, 3.0, 4.0, 0.5]), torch.tensor([0, 0, 1, 0, 1])
+    alone = estimator(scores, groups)
+    assert torch.equal(episode_advantages(scores, groups, None, estimator), alone)
+    assert torch.equal(episode_advantages(scores, groups, torch.tensor([4, 3, 2, 1, 0]), estimator), alone)
+
+
+@pytest.mark.parametrize("scores, groups", [([1.0, 1.0], [0, 1]), ([1.0, 0.0], [0, 0])])
+def test_episode_advantages_refuse_an_episode_whose_rows_disagree(scores, groups):
+    with pytest.raises(ValueError, match="episode 5: rows 0 and 1 differ"):
+        episode_advantages(torch.tensor(scores), groups, [5, 5], grpo_advantages)
 
 
 # --- agg_loss ---------------------------------------------------------------------------------------------------

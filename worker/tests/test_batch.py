@@ -1,4 +1,6 @@
-"""Batch validation, mini-batches of whole prompts, and the token-budget micro-batch plan."""
+"""Batch validation, mini-batches of whole prompts, episodes' advantages, and the token-budget micro-batch plan."""
+
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -7,6 +9,7 @@ from safetensors.torch import save_file
 from agentrl_worker.algos import LOSS_AGG_MODES, agg_loss, agg_norm
 from agentrl_worker.batch import load_batch, mini_batches, pack_rows, plan_micro_batches, sequence_lengths
 from agentrl_worker.config import ConfigError, WorkerConfig
+from agentrl_worker.trainer import Trainer
 
 
 def good_batch():
@@ -22,6 +25,8 @@ def good_batch():
 def test_load_batch_accepts_the_documented_tensors(tmp_path):
     save_file(good_batch(), str(tmp_path / "b.safetensors"))
     assert set(load_batch(str(tmp_path / "b.safetensors"))) == set(good_batch())
+    save_file({**good_batch(), "episode_ids": torch.tensor([4, 4])}, str(tmp_path / "e.safetensors"))
+    assert load_batch(str(tmp_path / "e.safetensors"))["episode_ids"].tolist() == [4, 4]
 
 
 @pytest.mark.parametrize(
@@ -31,6 +36,7 @@ def test_load_batch_accepts_the_documented_tensors(tmp_path):
         (lambda b: b.update(rewards=torch.tensor([1.0, 0.0, 2.0])), "rewards has shape"),
         (lambda b: b.update(group_ids=torch.tensor([0, 0], dtype=torch.int32)), "group_ids has dtype"),
         (lambda b: b.update(advantages=torch.zeros(2)), "unknown tensor advantages"),
+        (lambda b: b.update(episode_ids=torch.tensor([0.0, 1.0])), "episode_ids has dtype"),
         (lambda b: b["response_mask"].__setitem__((1, 3), 1), "response_mask is 1 where attention_mask is 0"),
         (lambda b: b["response_mask"].__setitem__((0, 0), 1), "position 0"),
     ],
@@ -51,6 +57,20 @@ def test_mini_batches_hold_whole_prompts_in_order_of_first_appearance():
     groups = torch.tensor([7, 7, 3, 3, 9, 9, 7])
     assert mini_batches(groups, 2) == [[0, 1, 6, 2, 3], [4, 5]]
     assert mini_batches(groups, None) == [[0, 1, 6, 2, 3, 4, 5]]
+
+
+def test_update_advantages_follow_the_batch_episodes():
+    # The trainer's choice of estimator, over a group with one episode cut into rows 0 and 1.
+    batch = {"rewards": torch.tensor([1.0, 1.0, 0.0]), "group_ids": torch.tensor([0, 0, 0])}
+    cut = {**batch, "episode_ids": torch.tensor([2, 2, 1])}
+    # Per episode the group is [1, 0] (rewards of rows 0 and 2), as in test_algos.
+    grpo, dr_grpo, rloo = 0.5 / (0.5**0.5 + 1e-6), 0.5, 1.0
+    for raw, first in [({}, grpo), ({"norm_adv_by_std_in_grpo": False}, dr_grpo), ({"adv_estimator": "rloo"}, rloo)]:
+        trainer = SimpleNamespace(config=WorkerConfig.from_dict({"model_path": "unused", **raw}))
+        assert Trainer._advantages(trainer, cut).tolist() == pytest.approx([first, first, -first])
+        assert Trainer._advantages(trainer, batch)[0] != pytest.approx(first)  # without episodes, each row counts
+    with pytest.raises(ConfigError, match="update: episode 2"):
+        Trainer._advantages(trainer, {**batch, "episode_ids": torch.tensor([2, 2, 2])})
 
 
 def test_plan_balances_ranks_and_respects_the_budget():

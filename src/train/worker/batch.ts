@@ -15,6 +15,11 @@ export interface TrajectoryRow {
   groupId: number;
   /** The rollout engine's log-prob of each sampled token (0 elsewhere); optional, for truncated IS. */
   rolloutLogProbs?: number[];
+  /**
+   * Rows with the same episode id are sequences of one episode (an agent that rewrote its history): the worker gives
+   * them one advantage, counting the episode once in its group. Without one a row is its own episode.
+   */
+  episodeId?: number;
 }
 
 export function batchTensors(rows: TrajectoryRow[], padTokenId: number): Record<string, TensorData> {
@@ -46,7 +51,20 @@ export function batchTensors(rows: TrajectoryRow[], padTokenId: number): Record<
     group_ids: { dtype: "I64", shape: [rows.length], data: BigInt64Array.from(rows.map((r) => BigInt(r.groupId))) },
   };
   if (withRollout) tensors.rollout_log_probs = { dtype: "F32", shape, data: rollout };
+  const episodes = episodeIds(rows);
+  if (episodes) tensors.episode_ids = { dtype: "I64", shape: [rows.length], data: episodes };
   return tensors;
+}
+
+/**
+ * The episode_ids tensor, or undefined when no row names an episode: then every row is its own episode and the file is
+ * what it was before episodes existed. A row without an id gets a fresh one above every given id, so it joins no one.
+ */
+function episodeIds(rows: readonly TrajectoryRow[]): BigInt64Array | undefined {
+  const given = rows.flatMap((r) => (r.episodeId === undefined ? [] : [r.episodeId]));
+  if (given.length === 0) return undefined;
+  let next = Math.max(...given) + 1;
+  return BigInt64Array.from(rows.map((r) => BigInt(r.episodeId ?? next++)));
 }
 
 export async function writeBatch(path: string, rows: TrajectoryRow[], padTokenId: number): Promise<void> {

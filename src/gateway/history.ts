@@ -1,0 +1,67 @@
+/**
+ * The segment rule: does a request's message list extend the token record, or start a new segment? A request extends
+ * the record when the record's messages are, message for message, its first messages (the assistant turns the
+ * gateway produced, the environment messages appended before), the tools are the same, and what follows is only
+ * environment messages (user, tool, system). Anything else (an edited, dropped or reordered message, a summarised
+ * context, an assistant message the model never sampled, other tools) starts a new segment: its tokens are rendered
+ * from the request, never spliced into the old ones (docs/openai-gateway.md).
+ */
+import type { ChatMessage, ToolSchema } from "../chat/index.js";
+import { contentText } from "./openai-schema.js";
+
+export type HistoryPlan =
+  /** Append `added` (mask 0) after the record, then sample. */
+  | { kind: "extend"; added: ChatMessage[] }
+  /** Close the record's segment and render the request as a new one; `reason` says why, for the record. */
+  | { kind: "restart"; reason: string };
+
+/**
+ * What makes two messages the same turn: the role, the text, and the calls by name and arguments. Call ids, a tool
+ * message's name, argument formatting and key order are the agent's business and do not count.
+ */
+export function messageKey(message: ChatMessage): string {
+  const calls = (message.tool_calls ?? []).map((call) => [call.function.name, canonical(parsedArguments(call.function.arguments))]);
+  const role = message.role === "developer" ? "system" : message.role;
+  return JSON.stringify([role, contentText(message.content), calls]);
+}
+
+/** The tools' key: the same list (in order) with the same schemas. */
+export function toolsKey(tools: readonly ToolSchema[]): string {
+  return canonical(tools);
+}
+
+export function planHistory(
+  record: readonly ChatMessage[],
+  recordTools: readonly ToolSchema[],
+  request: readonly ChatMessage[],
+  requestTools: readonly ToolSchema[],
+): HistoryPlan {
+  if (toolsKey(recordTools) !== toolsKey(requestTools)) return { kind: "restart", reason: "tools_changed" };
+  const shared = Math.min(record.length, request.length);
+  for (let i = 0; i < shared; i++) {
+    if (messageKey(record[i]!) !== messageKey(request[i]!)) return { kind: "restart", reason: `message ${i} (${request[i]!.role}) differs from the record's` };
+  }
+  if (request.length <= record.length) return { kind: "restart", reason: `${record.length - request.length + 1} message(s) of the record dropped` };
+  const added = request.slice(record.length);
+  const assistant = added.findIndex((message) => message.role === "assistant");
+  if (assistant >= 0) return { kind: "restart", reason: `message ${record.length + assistant} is an assistant turn the model did not sample` };
+  return { kind: "extend", added };
+}
+
+function parsedArguments(args: unknown): unknown {
+  if (typeof args !== "string") return args;
+  try {
+    return JSON.parse(args) as unknown;
+  } catch {
+    return args;
+  }
+}
+
+/** JSON with object keys sorted, so that key order never decides a match. */
+function canonical(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) =>
+    v !== null && typeof v === "object" && !Array.isArray(v)
+      ? Object.fromEntries(Object.keys(v as object).sort().map((k) => [k, (v as Record<string, unknown>)[k]]))
+      : v,
+  );
+}

@@ -1,0 +1,179 @@
+/**
+ * Agent loops of kind `openai`: the user's own agent, written against the OpenAI API, run once per trajectory with
+ * the gateway as its model. As a command (any language) it is a child process in its own process group; as a Python
+ * function it is that function called by agentrl_worker.openai_agent_runner; as a JS function it runs in this
+ * process. Its requests build the trajectory's token record through the gateway (session.ts); its result (the last
+ * stdout line, or the function's return value) may carry the reward. A crash, a non-zero exit or the deadline fails
+ * the trajectory with the reason, and the run goes on.
+ */
+import path from "node:path";
+import { pathToFileURL } from "node:url";
+import { InputError } from "../errors.js";
+import { defaultPythonExecutable, WORKER_DIR } from "../repo-paths.js";
+import type { SelectedAgentLoop, TrajectoryControl } from "../rollout/agent-loop.js";
+import type { OpenaiAgentSpec } from "../rollout/config.js";
+import type { Finish, TrajectoryInFlight } from "../rollout/trajectory-state.js";
+import { runAgentProcess, type AgentProcessOutcome } from "./agent-process.js";
+import { agentLauncher, type AgentLauncher } from "./agent-sandbox.js";
+import { Gateway } from "./server.js";
+import { GatewaySession, type NoteOnce } from "./session.js";
+
+/** A JS agent function: a ready `openai` client and the row; its return value is its result. */
+export type JsAgentFunction = (client: unknown, row: AgentRow) => unknown;
+
+/** What the agent gets to work from: the row's prompt and its verl fields. */
+export interface AgentRow {
+  trajectory_id: string;
+  data_index: number;
+  sample_index: number;
+  data_source: string;
+  messages: unknown[];
+  /** The tool schemas of multi_turn.tool_config_path, for an agent that offers the configured tools. */
+  tools: unknown[];
+  tools_kwargs: Record<string, unknown>;
+  interaction_kwargs: Record<string, unknown>;
+  extra_info: Record<string, unknown>;
+  ground_truth: string;
+}
+
+export interface OpenaiAgentOptions {
+  name: string;
+  spec: OpenaiAgentSpec;
+  gateway: Gateway;
+  /** Where the agent is configured, for messages. */
+  where: string;
+  cwd: string;
+  note: NoteOnce;
+}
+
+/** The loop, checked and (for a JS function) imported now, so a bad agent fails before any rollout. */
+export async function openaiAgentLoop(options: OpenaiAgentOptions): Promise<SelectedAgentLoop> {
+  const launch = await agentLaunch(options);
+  const internal = (api: TrajectoryControl, run: TrajectoryInFlight) => runOpenaiAgent(options, launch, api, run);
+  return { name: options.name, builtin: false, loop: () => undefined, internal };
+}
+
+type Launch = { kind: "process"; launcher: AgentLauncher } | { kind: "js"; fn: JsAgentFunction };
+
+async function agentLaunch({ spec, where, cwd }: OpenaiAgentOptions): Promise<Launch> {
+  if (spec.command !== undefined) {
+    const argv = typeof spec.command === "string" ? ["/bin/sh", "-c", spec.command] : spec.command;
+    return { kind: "process", launcher: await agentLauncher(argv, spec, cwd, where) };
+  }
+  const [file, name] = splitTarget(spec.function!);
+  if (file.endsWith(".py")) {
+    const python = spec.python ?? defaultPythonExecutable();
+    const argv = [python, "-m", "agentrl_worker.openai_agent_runner", `${path.resolve(cwd, file)}${name ? `#${name}` : ""}`];
+    return { kind: "process", launcher: await agentLauncher(argv, spec, cwd, where) };
+  }
+  if (!/\.(m|c)?js$/.test(file)) throw new InputError(`${where}: function ${spec.function} is neither a .py nor a .js/.mjs file`);
+  if (spec.sandbox !== "none") throw new InputError(`${where}: a JS function agent runs inside agentrl and cannot be sandboxed`, { hint: "run it as a command (command: node agent.mjs) to use sandbox: bwrap" });
+  let mod: Record<string, unknown>;
+  try {
+    mod = (await import(pathToFileURL(path.resolve(cwd, file)).href)) as Record<string, unknown>;
+  } catch (err) {
+    throw new InputError(`${where}: ${file} cannot be loaded: ${(err as Error).message}`, { cause: err });
+  }
+  const fn = mod[name ?? "default"];
+  if (typeof fn !== "function") {
+    const exported = Object.keys(mod).filter((key) => typeof mod[key] === "function");
+    throw new InputError(`${where}: ${file} has no function ${name ?? "default export"}; it exports ${exported.length ? exported.join(", ") : "no functions"}`);
+  }
+  return { kind: "js", fn: fn as JsAgentFunction };
+}
+
+function splitTarget(target: string): [string, string | undefined] {
+  const hash = target.lastIndexOf("#");
+  return hash < 0 ? [target, undefined] : [target.slice(0, hash), target.slice(hash + 1)];
+}
+
+async function runOpenaiAgent(options: OpenaiAgentOptions, launch: Launch, api: TrajectoryControl, run: TrajectoryInFlight): Promise<Finish> {
+  const { gateway } = options;
+  const key = Gateway.newKey();
+  const session = new GatewaySession(key, api, run, options.note);
+  gateway.open(session);
+  try {
+    const row = agentRow(run);
+    const outcome = launch.kind === "js"
+      ? await runJsAgent(launch.fn, gateway.baseUrl(key), key, row)
+      : await runLaunched(launch.launcher, options, { OPENAI_BASE_URL: gateway.baseUrl(key), OPENAI_API_KEY: key, AGENTRL_TRAJECTORY_ID: run.id }, row, api.signal);
+    return api.ended ?? outcomeFinish(options, outcome, run);
+  } finally {
+    gateway.close(session);
+  }
+}
+
+async function runLaunched(launcher: AgentLauncher, options: OpenaiAgentOptions, gatewayEnv: Record<string, string>, row: AgentRow, signal: AbortSignal): Promise<AgentProcessOutcome> {
+  const launch = launcher({ ...options.spec.env, ...gatewayEnv, PYTHONPATH: pythonPath() });
+  try {
+    return await runAgentProcess({ argv: launch.argv, env: launch.env, cwd: options.cwd, input: JSON.stringify(row), signal });
+  } finally {
+    launch.cleanup();
+  }
+}
+
+/** The worker package first on PYTHONPATH, for the Python function runner. */
+function pythonPath(): string {
+  return [WORKER_DIR, process.env["PYTHONPATH"]].filter(Boolean).join(path.delimiter);
+}
+
+function agentRow(run: TrajectoryInFlight): AgentRow {
+  const { sample } = run;
+  return {
+    trajectory_id: run.id,
+    data_index: sample.dataIndex,
+    sample_index: sample.sampleIndex,
+    data_source: sample.dataSource,
+    messages: sample.messages,
+    tools: run.ctx.toolSchemas,
+    tools_kwargs: sample.toolsKwargs,
+    interaction_kwargs: sample.interactionKwargs,
+    extra_info: sample.extraInfo,
+    ground_truth: sample.groundTruth,
+  };
+}
+
+async function runJsAgent(fn: JsAgentFunction, baseURL: string, apiKey: string, row: AgentRow): Promise<AgentProcessOutcome> {
+  const { default: OpenAI } = await import("openai");
+  // No retries: a refused request is the agent's answer, and a retry of a sampled turn would start a new segment.
+  const client = new OpenAI({ baseURL, apiKey, maxRetries: 0 });
+  try {
+    const result = await fn(client, row);
+    return { ok: true, lastLine: result === undefined ? undefined : JSON.stringify(result) };
+  } catch (err) {
+    return { ok: false, error: `threw ${err instanceof Error ? `${err.name}: ${err.message}` : String(err)}` };
+  }
+}
+
+/** How the episode ended, from the agent's outcome; its reported reward goes on the trajectory. */
+function outcomeFinish(options: OpenaiAgentOptions, outcome: AgentProcessOutcome, run: TrajectoryInFlight): Finish {
+  const agent = `agent ${options.name}`;
+  if (!outcome.ok) return { status: "failed", reason: "agent_error", error: `${agent} failed: ${outcome.error}` };
+  if (run.conversation.assistantTurns === 0 && !run.closedSegments?.length) {
+    return { status: "failed", reason: "no_model_call", error: `${agent} ended without calling the model: there is nothing to train on` };
+  }
+  if (options.spec.reward !== "reward_function") {
+    const reported = reportedReward(outcome.lastLine);
+    if (reported) run.agentReward = reported;
+    else if (options.spec.reward === "agent") {
+      return { status: "failed", reason: "agent_error", error: `${agent} reported no reward: its last stdout line must be JSON like {"reward": 1.0} (reward: agent)` };
+    }
+  }
+  return { status: "completed", reason: "stop" };
+}
+
+/** `{"reward": x, ...}` from the agent's result: x the score, the other keys its reward_extra. A bare number is a reward too. */
+export function reportedReward(line: string | undefined): { score: number; extra: Record<string, unknown> } | undefined {
+  if (line === undefined) return undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(line);
+  } catch {
+    return undefined;
+  }
+  if (typeof value === "number" && Number.isFinite(value)) return { score: value, extra: {} };
+  if (value === null || typeof value !== "object" || Array.isArray(value)) return undefined;
+  const { reward, ...extra } = value as Record<string, unknown>;
+  if (typeof reward === "boolean") return { score: reward ? 1 : 0, extra };
+  return typeof reward === "number" && Number.isFinite(reward) ? { score: reward, extra } : undefined;
+}

@@ -1,0 +1,107 @@
+/**
+ * The OpenAI chat-completions wire format, as far as the gateway speaks it: the request (zod, loose, because the SDKs
+ * and frameworks send fields of their own), the error body every 4xx/5xx carries, and the message normalisation
+ * that both the template and the prefix match read.
+ */
+import { z } from "zod";
+import type { ChatMessage, ToolCall } from "../chat/index.js";
+
+const contentPartSchema = z.looseObject({ type: z.string(), text: z.string().optional() });
+const contentSchema = z.union([z.string(), z.null(), z.array(contentPartSchema)]).optional();
+
+const requestToolCallSchema = z.looseObject({
+  id: z.string().optional(),
+  type: z.string().optional(),
+  function: z.looseObject({ name: z.string(), arguments: z.union([z.string(), z.record(z.string(), z.unknown())]) }),
+});
+
+export const requestMessageSchema = z.looseObject({
+  role: z.enum(["system", "developer", "user", "assistant", "tool", "function"]),
+  content: contentSchema,
+  name: z.string().optional(),
+  tool_calls: z.array(requestToolCallSchema).nullish(),
+  tool_call_id: z.string().optional(),
+  reasoning_content: z.string().nullish(),
+});
+
+const functionToolSchema = z.looseObject({
+  type: z.literal("function"),
+  function: z.looseObject({ name: z.string().min(1), description: z.string().optional(), parameters: z.unknown().optional() }),
+});
+
+export const toolChoiceSchema = z.union([
+  z.enum(["auto", "none", "required"]),
+  z.looseObject({ type: z.literal("function"), function: z.looseObject({ name: z.string() }) }),
+]);
+
+export const chatCompletionRequestSchema = z.looseObject({
+  model: z.string().optional(),
+  messages: z.array(requestMessageSchema).min(1, "expected at least one message"),
+  tools: z.array(functionToolSchema).nullish(),
+  tool_choice: toolChoiceSchema.nullish(),
+  stream: z.boolean().nullish(),
+  stream_options: z.looseObject({ include_usage: z.boolean().optional() }).nullish(),
+  max_tokens: z.number().int().positive().nullish(),
+  max_completion_tokens: z.number().int().positive().nullish(),
+  stop: z.union([z.string(), z.array(z.string()).max(4)]).nullish(),
+  n: z.number().int().positive().nullish(),
+  temperature: z.number().nullish(),
+  top_p: z.number().nullish(),
+  logprobs: z.boolean().nullish(),
+  response_format: z.looseObject({ type: z.string() }).nullish(),
+});
+export type ChatCompletionRequest = z.infer<typeof chatCompletionRequestSchema>;
+export type RequestMessage = z.infer<typeof requestMessageSchema>;
+export type ToolChoice = z.infer<typeof toolChoiceSchema>;
+
+/** Fields a request may carry that change nothing here: read and let go, without a note. */
+const QUIET_FIELDS = new Set([
+  "model", "messages", "tools", "tool_choice", "stream", "stream_options", "max_tokens", "max_completion_tokens", "stop",
+  "n", "temperature", "top_p", "logprobs", "response_format", "parallel_tool_calls", "user", "metadata", "store",
+  "seed", "service_tier",
+]);
+
+/** The request's fields the gateway does not act on (frequency_penalty, logit_bias, ...), for the run's notes. */
+export function ignoredFields(body: Record<string, unknown>): string[] {
+  return Object.keys(body).filter((key) => !QUIET_FIELDS.has(key) && body[key] !== null && body[key] !== undefined);
+}
+
+/** A request the gateway refuses, as OpenAI's API would: its HTTP status and error body. */
+export class GatewayError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly code: string,
+    readonly param: string | null = null,
+    readonly type = status >= 500 ? "server_error" : "invalid_request_error",
+  ) {
+    super(message);
+  }
+
+  body(): { error: { message: string; type: string; param: string | null; code: string } } {
+    return { error: { message: this.message, type: this.type, param: this.param, code: this.code } };
+  }
+}
+
+/** The text of a message's content: a string as it is, text parts joined, nothing as "". */
+export function contentText(content: RequestMessage["content"] | ChatMessage["content"]): string {
+  if (typeof content === "string") return content;
+  if (!Array.isArray(content)) return "";
+  return content.map((part) => (part && typeof part === "object" && typeof (part as { text?: unknown }).text === "string" ? (part as { text: string }).text : "")).join("");
+}
+
+/**
+ * A request message as the chat template renders it: `developer` is the template's `system`, content parts become
+ * text, tool-call arguments stay as sent (the template's normalisation parses JSON strings).
+ */
+export function toChatMessage(message: RequestMessage): ChatMessage {
+  const role = message.role === "developer" ? "system" : message.role === "function" ? "tool" : message.role;
+  const out: ChatMessage = { role, content: contentText(message.content) };
+  if (message.tool_calls && message.tool_calls.length > 0) {
+    out.tool_calls = message.tool_calls.map((call): ToolCall => ({ type: "function", function: { name: call.function.name, arguments: call.function.arguments } }));
+  }
+  if (message.tool_call_id !== undefined) out.tool_call_id = message.tool_call_id;
+  if (message.name !== undefined && role === "tool") out.name = message.name;
+  if (typeof message.reasoning_content === "string" && message.reasoning_content !== "") out.reasoning_content = message.reasoning_content;
+  return out;
+}

@@ -1,0 +1,191 @@
+/**
+ * The OpenAI-compatible HTTP server on loopback that agents of kind `openai` talk to while a rollout runs. Each
+ * trajectory gets its own key: its base URL is `http://127.0.0.1:PORT/t/KEY/v1`, and the same key as a bearer token
+ * on `/v1/...` reaches it too, so episodes running at once never mix. Routes: `POST .../chat/completions` (JSON or
+ * SSE) and `GET .../models`. Every refusal is a 4xx/5xx with OpenAI's error body; nothing an agent sends can crash
+ * the run.
+ */
+import { randomBytes } from "node:crypto";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { formatIssues } from "../zod-issues.js";
+import { LruMap } from "../lru-map.js";
+import { chatCompletionRequestSchema, GatewayError } from "./openai-schema.js";
+import type { Completion, GatewaySession } from "./session.js";
+
+/** Largest request body read: a long agent history is megabytes, not more. */
+const MAX_BODY_BYTES = 32 * 1024 * 1024;
+/** How many ended trajectories' keys are remembered, to tell "ended" from "unknown" in the error. */
+const REMEMBERED_ENDED = 4096;
+
+export class Gateway {
+  private readonly sessions = new Map<string, GatewaySession>();
+  private readonly ended = new LruMap<string, string>(REMEMBERED_ENDED);
+  private readonly sockets = new Set<import("node:net").Socket>();
+
+  private constructor(
+    private readonly server: http.Server,
+    readonly port: number,
+    readonly modelName: string,
+  ) {
+    server.on("connection", (socket) => {
+      this.sockets.add(socket);
+      socket.on("close", () => this.sockets.delete(socket));
+    });
+  }
+
+  /** Listens on 127.0.0.1 at a free port. */
+  static async start(modelName: string): Promise<Gateway> {
+    let gateway: Gateway | undefined;
+    const server = http.createServer((req, res) => void gateway!.handle(req, res));
+    // Agents keep connections alive between turns; a long generation must not be cut by Node's default timeouts.
+    server.requestTimeout = 0;
+    server.headersTimeout = 60_000;
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(0, "127.0.0.1", () => resolve());
+    });
+    gateway = new Gateway(server, (server.address() as AddressInfo).port, modelName);
+    return gateway;
+  }
+
+  /** A new trajectory's key: unguessable, so one agent cannot reach another's trajectory by accident. */
+  static newKey(): string {
+    return `agentrl-${randomBytes(18).toString("hex")}`;
+  }
+
+  baseUrl(key: string): string {
+    return `http://127.0.0.1:${this.port}/t/${key}/v1`;
+  }
+
+  open(session: GatewaySession): void {
+    this.sessions.set(session.key, session);
+  }
+
+  /** The trajectory is recorded: later requests with its key are a 404 that says so. */
+  close(session: GatewaySession): void {
+    this.sessions.delete(session.key);
+    this.ended.set(session.key, session.trajectoryId);
+  }
+
+  async stop(): Promise<void> {
+    await new Promise<void>((resolve) => {
+      this.server.close(() => resolve());
+      for (const socket of this.sockets) socket.destroy();
+    });
+  }
+
+  private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    try {
+      const { key, route } = this.route(req);
+      if (route === "/models" && req.method === "GET") {
+        this.session(key);
+        return sendJson(res, 200, { object: "list", data: [{ id: this.modelName, object: "model", created: 0, owned_by: "agentrl" }] });
+      }
+      if (route === "/chat/completions" && req.method === "POST") return await this.chatCompletion(key, req, res);
+      if (route === "/models" || route === "/chat/completions") throw new GatewayError(405, `${req.method} is not allowed on ${route}`, "method_not_allowed");
+      throw new GatewayError(404, `no route ${req.method} ${route}: the gateway serves POST /v1/chat/completions and GET /v1/models`, "unknown_url");
+    } catch (err) {
+      const error = err instanceof GatewayError ? err : new GatewayError(500, `gateway error: ${(err as Error).message}`, "internal_error");
+      if (res.headersSent) {
+        // A stream already started: say it in the stream, as OpenAI does, and end it.
+        res.end(`data: ${JSON.stringify(error.body())}\n\n`);
+      } else {
+        sendJson(res, error.status, error.body());
+      }
+    }
+  }
+
+  /** The trajectory key (from the path, else the bearer token) and the route under /v1. */
+  private route(req: http.IncomingMessage): { key: string | undefined; route: string } {
+    const url = new URL(req.url ?? "/", "http://127.0.0.1");
+    const scoped = /^\/t\/([^/]+)\/v1(\/.*)$/.exec(url.pathname);
+    if (scoped) return { key: decodeURIComponent(scoped[1]!), route: scoped[2]!.replace(/\/$/, "") };
+    const plain = /^\/v1(\/.*)$/.exec(url.pathname);
+    if (!plain) throw new GatewayError(404, `no route ${url.pathname}: use the base URL the agent was given (OPENAI_BASE_URL)`, "unknown_url");
+    const auth = req.headers.authorization;
+    const bearer = auth?.startsWith("Bearer ") ? auth.slice("Bearer ".length).trim() : undefined;
+    return { key: bearer, route: plain[1]!.replace(/\/$/, "") };
+  }
+
+  private session(key: string | undefined): GatewaySession {
+    if (!key) throw new GatewayError(401, "no trajectory key: use the base URL the agent was given (OPENAI_BASE_URL), or its key (OPENAI_API_KEY) as the bearer token", "invalid_api_key", null, "authentication_error");
+    const session = this.sessions.get(key);
+    if (session) return session;
+    const endedId = this.ended.get(key);
+    if (endedId !== undefined) throw new GatewayError(404, `trajectory ${endedId} is finished and recorded; it takes no more requests`, "trajectory_finished");
+    throw new GatewayError(404, "no trajectory has this key: it is unknown, or from another run", "trajectory_not_found");
+  }
+
+  private async chatCompletion(key: string | undefined, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const session = this.session(key);
+    const body = await readJsonBody(req);
+    const parsed = chatCompletionRequestSchema.safeParse(body);
+    if (!parsed.success) {
+      const param = parsed.error.issues[0]?.path.join(".") || null;
+      throw new GatewayError(400, `invalid request: ${formatIssues(parsed.error, { only: "first" })}`, "invalid_request", param);
+    }
+    const completion = await session.complete(parsed.data, body);
+    const created = Math.floor(Date.now() / 1000);
+    if (parsed.data.stream) return streamCompletion(res, completion, this.modelName, created, parsed.data.stream_options?.include_usage === true);
+    sendJson(res, 200, {
+      id: completion.id,
+      object: "chat.completion",
+      created,
+      model: this.modelName,
+      choices: [{ index: 0, message: assistantMessage(completion), logprobs: null, finish_reason: completion.finishReason }],
+      usage: completion.usage,
+    });
+  }
+}
+
+function assistantMessage(completion: Completion): Record<string, unknown> {
+  return {
+    role: "assistant",
+    content: completion.content,
+    refusal: null,
+    ...(completion.toolCalls.length > 0 ? { tool_calls: completion.toolCalls } : {}),
+  };
+}
+
+/**
+ * The turn as the SSE chunks the official SDKs assemble: the role, the content, each call (id, name and arguments in
+ * one delta, with its index), the finish reason, the usage when asked for, then `[DONE]`.
+ */
+function streamCompletion(res: http.ServerResponse, completion: Completion, model: string, created: number, includeUsage: boolean): void {
+  res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", connection: "keep-alive" });
+  const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) =>
+    res.write(`data: ${JSON.stringify({ id: completion.id, object: "chat.completion.chunk", created, model, choices, ...extra })}\n\n`);
+  const delta = (value: Record<string, unknown>, finishReason: string | null = null) =>
+    chunk([{ index: 0, delta: value, logprobs: null, finish_reason: finishReason }], includeUsage ? { usage: null } : {});
+  delta({ role: "assistant", content: "" });
+  if (completion.content) delta({ content: completion.content });
+  completion.toolCalls.forEach((call, index) => delta({ tool_calls: [{ index, ...call }] }));
+  delta({}, completion.finishReason);
+  if (includeUsage) chunk([], { usage: completion.usage });
+  res.end("data: [DONE]\n\n");
+}
+
+function sendJson(res: http.ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
+  res.end(text);
+}
+
+async function readJsonBody(req: http.IncomingMessage): Promise<Record<string, unknown>> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > MAX_BODY_BYTES) throw new GatewayError(413, `the request body is over ${MAX_BODY_BYTES} bytes`, "request_too_large");
+    chunks.push(chunk as Buffer);
+  }
+  let body: unknown;
+  try {
+    body = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+  } catch (err) {
+    throw new GatewayError(400, `the request body is not JSON: ${(err as Error).message}`, "invalid_json");
+  }
+  if (body === null || typeof body !== "object" || Array.isArray(body)) throw new GatewayError(400, "the request body must be a JSON object", "invalid_json");
+  return body as Record<string, unknown>;
+}

@@ -1,0 +1,168 @@
+/**
+ * One trajectory seen through the gateway: each chat-completion request of its agent extends the trajectory's token
+ * record (or opens a new segment, history.ts), samples one assistant turn token-in/token-out through the same
+ * primitives every agent loop uses, and answers with that turn parsed into OpenAI's message shape. Requests of one
+ * trajectory run one at a time, in arrival order.
+ */
+import { randomBytes } from "node:crypto";
+import type { ChatMessage, ToolCall, ToolSchema } from "../chat/index.js";
+import type { TrajectoryControl } from "../rollout/agent-loop.js";
+import type { Finish, TrajectoryInFlight } from "../rollout/trajectory-state.js";
+import { planHistory } from "./history.js";
+import { GatewayError, ignoredFields, toChatMessage, type ChatCompletionRequest } from "./openai-schema.js";
+
+/** The assistant turn a request produced, in OpenAI's terms. */
+export interface Completion {
+  id: string;
+  content: string | null;
+  toolCalls: Array<{ id: string; type: "function"; function: { name: string; arguments: string } }>;
+  finishReason: "stop" | "tool_calls" | "length";
+  usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
+}
+
+/** Once-per-run notes (the trainer's sampling settings winning over the agent's, fields ignored). */
+export type NoteOnce = (key: string, message: string) => void;
+
+export class GatewaySession {
+  /** True once a request has rendered the agent's own prompt in place of the row's. */
+  private started = false;
+  private requests = 0;
+  /** Requests wait here for the one before them. */
+  private queue: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    readonly key: string,
+    private readonly api: TrajectoryControl,
+    private readonly run: TrajectoryInFlight,
+    private readonly note: NoteOnce,
+  ) {}
+
+  get trajectoryId(): string {
+    return this.run.id;
+  }
+
+  get ended(): Finish | undefined {
+    return this.api.ended;
+  }
+
+  complete(request: ChatCompletionRequest, body: Record<string, unknown>): Promise<Completion> {
+    const next = this.queue.then(() => this.completeNow(request, body));
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+
+  private async completeNow(request: ChatCompletionRequest, body: Record<string, unknown>): Promise<Completion> {
+    this.checkOpen();
+    this.checkSupported(request, body);
+    const messages = request.messages.map(toChatMessage);
+    if (messages.at(-1)!.role === "assistant") {
+      throw new GatewayError(400, "the last message is an assistant message: continuing a prefilled assistant turn is not supported", "unsupported_prefill", "messages");
+    }
+    const tools: ToolSchema[] = request.tools ?? [];
+    this.extendRecord(messages, tools);
+    const limit = this.turnLimit();
+    if (limit) {
+      this.api.endWith(limit);
+      this.checkOpen();
+    }
+    const cap = request.max_completion_tokens ?? request.max_tokens ?? undefined;
+    const stop = request.stop == null ? undefined : typeof request.stop === "string" ? [request.stop] : request.stop;
+    const promptTokens = this.run.conversation.totalLength;
+    const generated = await this.api.generate({ ...(cap ? { maxNewTokens: cap } : {}), ...(stop ? { stop } : {}) });
+    if (generated.finish && generated.ids.length === 0) this.checkOpen();
+    const lengthCut = generated.finishReason === "length" || generated.finish?.reason === "length";
+    const calls = this.parseCalls(request, tools, lengthCut);
+    const message = this.run.conversation.messages.at(-1)!;
+    const content = typeof message.content === "string" && message.content !== "" ? message.content : null;
+    const toolCalls = calls.map((call) => ({ id: `call_${randomBytes(12).toString("hex")}`, type: "function" as const, function: { name: call.function.name, arguments: JSON.stringify(call.function.arguments) } }));
+    return {
+      id: `chatcmpl-${this.key.slice(0, 12)}-${++this.requests}`,
+      content: toolCalls.length > 0 || content !== null ? content : "",
+      toolCalls,
+      finishReason: lengthCut ? "length" : toolCalls.length > 0 ? "tool_calls" : "stop",
+      usage: { prompt_tokens: promptTokens, completion_tokens: generated.ids.length, total_tokens: promptTokens + generated.ids.length },
+    };
+  }
+
+  /** A trajectory that has ended takes no more requests: 409, naming how it ended. */
+  private checkOpen(): void {
+    const ended = this.api.ended;
+    if (!ended) return;
+    const status = ended.status === "failed" ? 502 : 409;
+    const why = `${ended.status} (${ended.reason}${ended.error ? `: ${ended.error}` : ""})`;
+    throw new GatewayError(status, `trajectory ${this.run.id} has ended: ${why}; it takes no more requests`, "trajectory_ended");
+  }
+
+  /** Refuses what the gateway cannot do faithfully; notes once per run what it overrides or ignores. */
+  private checkSupported(request: ChatCompletionRequest, body: Record<string, unknown>): void {
+    if (request.n != null && request.n !== 1) throw new GatewayError(400, `n=${request.n}: the gateway samples one choice per request (each trajectory is one sample)`, "unsupported_parameter", "n");
+    if (request.logprobs) throw new GatewayError(400, "logprobs are not returned by the gateway: the trajectory record holds them", "unsupported_parameter", "logprobs");
+    const format = request.response_format?.type;
+    if (format !== undefined && format !== "text") throw new GatewayError(400, `response_format ${format} is not supported: there is no constrained decoding on the gateway`, "unsupported_parameter", "response_format");
+    const { rollout, greedy } = this.run.ctx;
+    const temperature = greedy ? 0 : rollout.temperature;
+    const topP = greedy ? 1 : rollout.top_p;
+    if (request.temperature != null && request.temperature !== temperature) {
+      this.note("temperature", `gateway: the agent asks for temperature ${request.temperature}; the trainer's ${temperature} samples (actor_rollout_ref.rollout.temperature)`);
+    }
+    if (request.top_p != null && request.top_p !== topP) {
+      this.note("top_p", `gateway: the agent asks for top_p ${request.top_p}; the trainer's ${topP} samples (actor_rollout_ref.rollout.top_p)`);
+    }
+    for (const field of ignoredFields(body)) this.note(`field:${field}`, `gateway: the request field ${field} is ignored (docs/openai-gateway.md)`);
+  }
+
+  /** Brings the record up to the request's messages: the agent's prompt first, then deltas, or a new segment. */
+  private extendRecord(messages: ChatMessage[], tools: ToolSchema[]): void {
+    const { run } = this;
+    if (!this.started) {
+      this.started = true;
+      return this.openSegment(messages, tools);
+    }
+    const plan = planHistory(run.conversation.messages, run.conversation.tools, messages, tools);
+    if (plan.kind === "restart") {
+      this.closeSegment(plan.reason);
+      return this.openSegment(messages, tools);
+    }
+    const ended = this.api.append(plan.added);
+    if (ended) this.checkOpen();
+  }
+
+  /** Renders the request as the trajectory's new current segment (mask 0 throughout: nothing in it was sampled). */
+  private openSegment(messages: ChatMessage[], tools: ToolSchema[]): void {
+    const { tooLong } = this.api.openSequence(messages, tools);
+    if (tooLong) {
+      throw new GatewayError(400, `the rendered prompt has ${tooLong.length} tokens, over data.max_prompt_length=${tooLong.limit}`, "context_length_exceeded", "messages");
+    }
+  }
+
+  /** Keeps the current segment (when anything was sampled in it) with its own per-turn facts, which start over. */
+  private closeSegment(reason: string): void {
+    const { run } = this;
+    if (run.conversation.assistantTurns > 0) {
+      (run.closedSegments ??= []).push({ conversation: run.conversation, reason, assistantFinish: run.log.assistantFinish, versionSpans: run.log.versionSpans });
+    }
+    run.log.assistantFinish = [];
+    run.log.versionSpans = [];
+  }
+
+  /** max_assistant_turns counts the turns of every segment of the episode. */
+  private turnLimit(): Finish | undefined {
+    const max = this.run.ctx.rollout.multi_turn.max_assistant_turns;
+    if (max === null) return undefined;
+    const turns = (this.run.closedSegments ?? []).reduce((sum, segment) => sum + segment.conversation.assistantTurns, this.run.conversation.assistantTurns);
+    return turns >= max ? { status: "completed", reason: "max_assistant_turns" } : undefined;
+  }
+
+  /** The turn's calls, parsed with the configured parser against the request's tools (none with tool_choice none). */
+  private parseCalls(request: ChatCompletionRequest, tools: ToolSchema[], truncated: boolean): ToolCall[] {
+    if (truncated || tools.length === 0 || request.tool_choice === "none") return [];
+    const names = tools.map((tool) => (tool as { function: { name: string } }).function.name);
+    const parsed = this.api.parseToolCallsOf(names);
+    if (!parsed || parsed.calls.length === 0) return [];
+    const chosen = request.tool_choice;
+    if (chosen && typeof chosen === "object" && parsed.calls.some((call) => call.name !== chosen.function.name)) {
+      this.note("tool_choice", `gateway: tool_choice names ${chosen.function.name}, but the model called other tools too; they are returned as sampled (there is no constrained decoding)`);
+    }
+    return this.run.conversation.messages.at(-1)!.tool_calls ?? [];
+  }
+}
