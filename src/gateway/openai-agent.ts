@@ -9,12 +9,12 @@
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { InputError } from "../errors.js";
-import { defaultPythonExecutable, WORKER_DIR } from "../repo-paths.js";
 import type { SelectedAgentLoop, TrajectoryControl } from "../rollout/agent-loop.js";
 import type { OpenaiAgentSpec } from "../rollout/config.js";
 import type { Finish, TrajectoryInFlight } from "../rollout/trajectory-state.js";
 import { runAgentProcess, type AgentProcessOutcome } from "./agent-process.js";
 import { agentLauncher, type AgentLauncher } from "./agent-sandbox.js";
+import { PythonAgentHost } from "./python-agent-host.js";
 import { Gateway } from "./server.js";
 import { GatewaySession, type NoteOnce } from "./session.js";
 
@@ -46,25 +46,31 @@ export interface OpenaiAgentOptions {
   note: NoteOnce;
 }
 
-/** The loop, checked and (for a JS function) imported now, so a bad agent fails before any rollout. */
-export async function openaiAgentLoop(options: OpenaiAgentOptions): Promise<SelectedAgentLoop> {
+/**
+ * The loop, checked and loaded now (a JS function imported, a Python function's host started), so a bad agent fails
+ * before any rollout; `close` ends what it started.
+ */
+export async function openaiAgentLoop(options: OpenaiAgentOptions): Promise<{ selected: SelectedAgentLoop; close(): Promise<void> }> {
   const launch = await agentLaunch(options);
   const internal = (api: TrajectoryControl, run: TrajectoryInFlight) => runOpenaiAgent(options, launch, api, run);
-  return { name: options.name, builtin: false, loop: () => undefined, internal };
+  return {
+    selected: { name: options.name, builtin: false, loop: () => undefined, internal },
+    close: async () => (launch.kind === "python" ? launch.host.close() : undefined),
+  };
 }
 
-type Launch = { kind: "process"; launcher: AgentLauncher } | { kind: "js"; fn: JsAgentFunction };
+type Launch = { kind: "process"; launcher: AgentLauncher } | { kind: "js"; fn: JsAgentFunction } | { kind: "python"; host: PythonAgentHost };
 
-async function agentLaunch({ spec, where, cwd }: OpenaiAgentOptions): Promise<Launch> {
+async function agentLaunch(options: OpenaiAgentOptions): Promise<Launch> {
+  const { spec, where, cwd } = options;
   if (spec.command !== undefined) {
     const argv = typeof spec.command === "string" ? ["/bin/sh", "-c", spec.command] : spec.command;
     return { kind: "process", launcher: await agentLauncher(argv, spec, cwd, where) };
   }
   const [file, name] = splitTarget(spec.function!);
   if (file.endsWith(".py")) {
-    const python = spec.python ?? defaultPythonExecutable();
-    const argv = [python, "-m", "agentrl_worker.openai_agent_runner", `${path.resolve(cwd, file)}${name ? `#${name}` : ""}`];
-    return { kind: "process", launcher: await agentLauncher(argv, spec, cwd, where) };
+    const resolved = path.resolve(cwd, file);
+    return { kind: "python", host: await PythonAgentHost.load(options.name, `${resolved}#${name ?? "agent"}`, spec, where, [path.dirname(resolved)]) };
   }
   if (!/\.(m|c)?js$/.test(file)) throw new InputError(`${where}: function ${spec.function} is neither a .py nor a .js/.mjs file`);
   if (spec.sandbox !== "none") throw new InputError(`${where}: a JS function agent runs inside agentrl and cannot be sandboxed`, { hint: "run it as a command (command: node agent.mjs) to use sandbox: bwrap" });
@@ -96,7 +102,9 @@ async function runOpenaiAgent(options: OpenaiAgentOptions, launch: Launch, api: 
     const row = agentRow(run);
     const outcome = launch.kind === "js"
       ? await runJsAgent(launch.fn, gateway.baseUrl(key), key, row)
-      : await runLaunched(launch.launcher, options, { OPENAI_BASE_URL: gateway.baseUrl(key), OPENAI_API_KEY: key, AGENTRL_TRAJECTORY_ID: run.id }, row, api.signal);
+      : launch.kind === "python"
+        ? await launch.host.run(gateway.baseUrl(key), key, row, api.signal)
+        : await runLaunched(launch.launcher, options, { OPENAI_BASE_URL: gateway.baseUrl(key), OPENAI_API_KEY: key, AGENTRL_TRAJECTORY_ID: run.id }, row, api.signal);
     return api.ended ?? outcomeFinish(options, outcome, run);
   } finally {
     gateway.close(session);
@@ -104,17 +112,12 @@ async function runOpenaiAgent(options: OpenaiAgentOptions, launch: Launch, api: 
 }
 
 async function runLaunched(launcher: AgentLauncher, options: OpenaiAgentOptions, gatewayEnv: Record<string, string>, row: AgentRow, signal: AbortSignal): Promise<AgentProcessOutcome> {
-  const launch = launcher({ ...options.spec.env, ...gatewayEnv, PYTHONPATH: pythonPath() });
+  const launch = launcher({ ...options.spec.env, ...gatewayEnv });
   try {
     return await runAgentProcess({ argv: launch.argv, env: launch.env, cwd: options.cwd, input: JSON.stringify(row), signal });
   } finally {
     launch.cleanup();
   }
-}
-
-/** The worker package first on PYTHONPATH, for the Python function runner. */
-function pythonPath(): string {
-  return [WORKER_DIR, process.env["PYTHONPATH"]].filter(Boolean).join(path.delimiter);
 }
 
 function agentRow(run: TrajectoryInFlight): AgentRow {

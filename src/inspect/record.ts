@@ -25,7 +25,7 @@ export type TrajectoryRecord = Omit<
 export const SUMMARY_COLUMNS = [
   "id", "data_source", "status", "finish_reason", "reward", "score", "reward_extra", "assistant_turns", "tool_calls", "tool_errors",
   "parse_errors", "drift", "retries", "advantage", "response_ids", "response_mask", "trainer_logprobs", "calls",
-  "step", "version_spans",
+  "step", "version_spans", "context_segments",
 ] as const;
 
 /**

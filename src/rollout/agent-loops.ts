@@ -104,7 +104,9 @@ export class AgentLoopRegistry {
           gateway = await Gateway.start(modelName);
           hosts.push({ close: () => gateway!.stop() });
         }
-        loops[name] = await openaiAgentLoop({ name, spec: target, gateway, where: `actor_rollout_ref.rollout.agent.agent_loops.${name}`, cwd, note });
+        const agentLoop = await openaiAgentLoop({ name, spec: target, gateway, where: `actor_rollout_ref.rollout.agent.agent_loops.${name}`, cwd, note });
+        hosts.push(agentLoop);
+        loops[name] = agentLoop.selected;
       }
       for (const entry of agent.agent_loop_config_path ? await readAgentLoopFile(agent.agent_loop_config_path) : []) {
         if (entry.name in loops) throw new InputError(`${entry.where}: agent loop ${entry.name} is also registered in actor_rollout_ref.rollout.agent.agent_loops`);

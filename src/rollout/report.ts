@@ -104,6 +104,12 @@ export function printRolloutSummary(summary: RolloutSummary, extra: SummaryExtra
   const turnsTable = makeTable(["assistant turns", "trajectories"]);
   for (const [turns, count] of Object.entries(summary.turnsHistogram).sort((a, b) => Number(a[0]) - Number(b[0]))) turnsTable.push([turns, count]);
   process.stdout.write(`${statusTable.toString()}\n${finishTable.toString()}\n${turnsTable.toString()}\n`);
+  if (summary.segmented.trajectories > 0) {
+    process.stdout.write(
+      `segments: ${summary.segmented.trajectories} trajectories had an agent history that did not extend the record: ` +
+        `${summary.segmented.segments} earlier sequences kept in context_segments (docs/openai-gateway.md)\n`,
+    );
+  }
   const seconds = extra.wallMs / 1000;
   process.stdout.write(
     `throughput: ${(summary.count / Math.max(seconds, 1e-9)).toFixed(2)} trajectories/s, ` +

@@ -23,6 +23,8 @@ export interface RolloutSummary {
   driftCount: number;
   /** Trajectories whose loss mask covers no token: nothing to train on. */
   emptyMaskCount: number;
+  /** Trajectories whose OpenAI-API agent rewrote its history (context_segments), and how many segments they closed. */
+  segmented: { trajectories: number; segments: number };
   retries: number;
   sampledTokens: number;
   responseTokens: { mean: number; max: number };
@@ -32,7 +34,7 @@ export interface RolloutSummary {
 export type RolloutStatsInput = Pick<
   Trajectory,
   "status" | "finish_reason" | "assistant_turns" | "reward" | "score" | "tool_calls" | "tool_errors" | "parse_errors" | "drift" | "retries"
-> & Partial<Pick<Trajectory, "reward_extra">> & { response_mask: ArrayLike<number>; response_ids: ArrayLike<number> };
+> & Partial<Pick<Trajectory, "reward_extra" | "context_segments">> & { response_mask: ArrayLike<number>; response_ids: ArrayLike<number> };
 
 export class RolloutStats {
   private count = 0;
@@ -50,6 +52,8 @@ export class RolloutStats {
   private withCalls = 0;
   private drift = 0;
   private emptyMask = 0;
+  private segmentedTrajectories = 0;
+  private closedSegments = 0;
   private retries = 0;
   private sampledTokens = 0;
   private responseTokens = 0;
@@ -70,6 +74,9 @@ export class RolloutStats {
     this.parseErrors += t.parse_errors;
     if (t.tool_calls > 0) this.withCalls += 1;
     if (t.drift === "drift") this.drift += 1;
+    const segments = t.context_segments?.length ?? 0;
+    if (segments > 0) this.segmentedTrajectories += 1;
+    this.closedSegments += segments;
     let sampled = 0;
     for (let i = 0; i < t.response_mask.length; i++) sampled += t.response_mask[i]!;
     if (sampled === 0) this.emptyMask += 1;
@@ -105,6 +112,7 @@ export class RolloutStats {
       toolErrorRate: this.toolCalls ? this.toolErrors / this.toolCalls : 0,
       driftCount: this.drift,
       emptyMaskCount: this.emptyMask,
+      segmented: { trajectories: this.segmentedTrajectories, segments: this.closedSegments },
       retries: this.retries,
       sampledTokens: this.sampledTokens,
       responseTokens: { mean: n ? this.responseTokens / n : 0, max: this.responseMax },

@@ -48,6 +48,9 @@ export function trajectoryMetrics(trajectories: readonly Trajectory[], maxRespon
   out["tool/error_rate"] = calls ? toolErrors / calls : 0;
   out["tool/parse_error_rate"] = calls + parseErrors ? parseErrors / (calls + parseErrors) : 0;
   out["drift/count"] = trajectories.filter((t) => t.drift === "drift").length;
+  // An OpenAI-API agent that rewrote its history: its episode trains as several sequences (docs/openai-gateway.md).
+  out["drift/segmented_trajectories"] = trajectories.filter((t) => (t.context_segments?.length ?? 0) > 0).length;
+  out["drift/context_segments"] = trajectories.reduce((sum, t) => sum + (t.context_segments?.length ?? 0), 0);
   out["mask/empty_count"] = trajectories.filter((t) => !t.response_mask.includes(1)).length;
   out["rollout/failed"] = trajectories.filter((t) => t.status === "failed").length;
   out["rollout/retries"] = trajectories.reduce((a, t) => a + t.retries, 0);

@@ -172,10 +172,7 @@ class AgentLoopHost(TaskHost):
         if "reply" in req:
             self.answer(req)
             return None
-        if req.get("op") != "run":
-            self.write({"id": req.get("id"), "ok": False, "kind": "bad_request", "error": f"unknown op {req.get('op')!r}"})
-            return None
-        return self.run(req)
+        return self.run_request(req)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -140,6 +140,13 @@ class TaskHost:
     def start(self, req: dict[str, Any]) -> Optional[Coroutine[Any, Any, None]]:
         raise NotImplementedError
 
+    def run_request(self, req: dict[str, Any]) -> Optional[Coroutine[Any, Any, None]]:
+        """For hosts whose one operation is `run`: its coroutine (`self.run`), or None once any other op is refused."""
+        if req.get("op") != "run":
+            self.write({"id": req.get("id"), "ok": False, "kind": "bad_request", "error": f"unknown op {req.get('op')!r}"})
+            return None
+        return self.run(req)  # type: ignore[attr-defined]
+
     def dispatch(self, req: dict[str, Any]) -> bool:
         """Handles one request; False once the host should stop."""
         op = req.get("op")
