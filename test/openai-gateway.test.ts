@@ -2,8 +2,9 @@
  * The OpenAI gateway end to end: `agentrl rollout` runs agents written against the OpenAI API (the official `openai`
  * npm and Python packages, LangChain's ChatOpenAI) as agent loops of kind `openai`, against the fake SGLang server
  * and the real Qwen3 tokenizer. For the same conversation the record must equal, token for token and mask for mask,
- * what the built-in tool_agent loop records; streaming must change nothing; a history the agent rewrites starts a
- * new segment; crashes, silent agents and bad requests fail only their trajectory.
+ * what the built-in tool_agent loop records; streaming must change nothing. openai-gateway-faults.test.ts has the
+ * faults and edges (crashes, silent agents, rewritten histories, bad requests, deadlines), openai-gateway-embedded
+ * the same agent on a real (tiny) model.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import path from "node:path";
@@ -12,56 +13,66 @@ import { QWEN3_DIR } from "./helpers/qwen3.js";
 import { rolloutWithAgents, writeAgentRows } from "./helpers/agent-loop-run.js";
 import { tempDir, toolThenAnswer } from "./helpers/rollout-run.js";
 import { startFakeSglang, type FakeSglang } from "./fake-sglang/index.js";
-import { loadChatModel, type ChatModel } from "../src/chat/index.js";
+import { loadChatModel } from "../src/chat/index.js";
 import type { Trajectory } from "../src/data/trajectory.js";
 
 const AGENTS = path.join(REPO_ROOT, "test/fixtures/openai-agents");
 const dir = tempDir("openai-gateway");
-const f = (name: string) => path.join(dir, name);
 
-let model: ChatModel;
+/** The agents, each registered as an agent loop of its own and picked by one row. */
+const AGENT_LOOPS: Array<[label: string, name: string, loop: Record<string, unknown>]> = [
+  ["the openai npm package", "npm", { kind: "openai", command: ["node", `${AGENTS}/chat-agent.mjs`] }],
+  ["the openai npm package, streaming", "npm_stream", { kind: "openai", command: ["node", `${AGENTS}/chat-agent.mjs`, "--stream"] }],
+  ["the openai Python package", "py", { kind: "openai", command: [VENV_PYTHON, `${AGENTS}/chat_agent.py`] }],
+  ["the openai Python package, streaming", "py_stream", { kind: "openai", command: [VENV_PYTHON, `${AGENTS}/chat_agent.py`, "--stream"] }],
+  ["the openai Python package, as a function", "py_fn", { kind: "openai", function: `${AGENTS}/chat_agent.py#agent`, python: VENV_PYTHON }],
+  ["the openai Python package, as an async function streaming", "py_async", { kind: "openai", function: `${AGENTS}/chat_agent.py#agent_async`, python: VENV_PYTHON }],
+  ["LangChain's ChatOpenAI", "langchain", { kind: "openai", command: ["node", `${AGENTS}/langchain-agent.mjs`] }],
+  ["LangChain's ChatOpenAI, streaming", "langchain_stream", { kind: "openai", command: ["node", `${AGENTS}/langchain-agent.mjs`, "--stream"] }],
+];
+
 let fake: FakeSglang;
-let rows: string;
+let run: Awaited<ReturnType<typeof rolloutWithAgents>>;
+/** The built-in tool_agent's record of the same conversation (row 0). */
 let builtin: Trajectory[];
 
-/** `agentrl rollout` with `loop` registered as agent loop `oa` and every row picking it. */
-function rolloutWith(name: string, loop: Record<string, unknown>, data = rows) {
-  return rolloutWithAgents({ dir, name, data, server: fake.url, agent: [`agent_loops: {oa: ${JSON.stringify(loop)}}`] });
-}
+const tokens = (t: Trajectory) => ({ prompt: t.prompt_ids, response: t.response_ids, mask: t.response_mask, logprobs: t.response_logprobs });
 
-const tokens = (t: Trajectory) => ({ prompt: t.prompt_ids, response: t.response_ids, mask: t.response_mask });
-
+// One run for every agent: row 0 on the built-in tool_agent, then one row per agent, all with the same question (so
+// the same conversation), n 2. The fake model's reply depends only on the tokens it is sent.
 beforeAll(async () => {
-  model = await loadChatModel(QWEN3_DIR);
+  const model = await loadChatModel(QWEN3_DIR);
   fake = await startFakeSglang({ respond: toolThenAnswer(model, () => "4") });
-  rows = await writeAgentRows(f("rows.parquet"), ["oa", "oa"]);
-  const reference = await rolloutWithAgents({ dir, name: "builtin", data: await writeAgentRows(f("builtin.parquet"), [null, null]), server: fake.url, agent: ["default_agent_loop: tool_agent"] });
-  expect(reference.result.stderr + reference.result.code).toBe("0");
-  builtin = reference.trajectories;
+  const data = await writeAgentRows(path.join(dir, "rows.parquet"), [null, ...AGENT_LOOPS.map(([, name]) => name)]);
+  const loops = Object.fromEntries(AGENT_LOOPS.map(([, name, loop]) => [name, loop]));
+  run = await rolloutWithAgents({ dir, name: "agents", data, server: fake.url, agent: ["default_agent_loop: tool_agent", `agent_loops: ${JSON.stringify(loops)}`] });
+  builtin = run.trajectories.filter((t) => t.data_index === 0);
 });
 afterAll(async () => fake?.close());
 
-describe.each([
-  ["the openai npm package", { kind: "openai", command: ["node", `${AGENTS}/chat-agent.mjs`] }],
-  ["the openai npm package, streaming", { kind: "openai", command: ["node", `${AGENTS}/chat-agent.mjs`, "--stream"] }],
-])("an agent on %s", (label, loop) => {
-  let run: Awaited<ReturnType<typeof rolloutWith>>;
-  beforeAll(async () => {
-    run = await rolloutWith(label.replace(/\W+/g, "-"), loop);
+it("runs every agent beside tool_agent: exit 0, nothing on stderr (no note about ignored fields), every row recorded", () => {
+  expect(run.result.stderr).toBe("");
+  expect(run.result.code).toBe(0);
+  expect(run.trajectories.map((t) => [t.data_index, t.agent_loop])).toEqual(
+    ["tool_agent", ...AGENT_LOOPS.map(([, name]) => name)].flatMap((name, i) => [[i, name], [i, name]]),
+  );
+  expect(builtin.map((t) => [t.status, t.finish_reason, t.reward, t.assistant_turns])).toEqual([0, 1].map(() => ["completed", "stop", 1, 2]));
+});
+
+describe.each(AGENT_LOOPS.map(([label, name], i) => [label, name, i + 1] as const))("an agent on %s", (_label, name, row) => {
+  const trajectories = () => {
+    const mine = run.trajectories.filter((t) => t.data_index === row);
+    expect(mine.map((t) => t.agent_loop)).toEqual([name, name]);
+    return mine;
+  };
+
+  it("completes every trajectory, rewarded by the agent", () => {
+    expect(trajectories().map((t) => [t.status, t.finish_reason, t.reward, t.error])).toEqual([0, 1].map(() => ["completed", "stop", 1, null]));
+    expect(trajectories().map((t) => JSON.parse(t.reward_extra!))).toEqual([0, 1].map(() => ({ answer: "4" })));
   });
 
-  it("exits 0 with every trajectory completed and rewarded by the agent", () => {
-    expect(run.result.stderr).toBe("");
-    expect(run.result.code).toBe(0);
-    expect(run.trajectories.map((t) => [t.status, t.finish_reason, t.reward, t.agent_loop])).toEqual(
-      [0, 0, 1, 1].map(() => ["completed", "stop", 1, "oa"]),
-    );
-    expect(run.trajectories.map((t) => JSON.parse(t.reward_extra!))).toEqual([0, 0, 1, 1].map(() => ({ answer: "4" })));
-  });
-
-  it("records exactly the ids and mask the built-in tool_agent records for the same conversation", () => {
-    expect(run.trajectories.map(tokens)).toEqual(builtin.map(tokens));
-    expect(run.trajectories.map((t) => t.drift)).toEqual(builtin.map((t) => t.drift));
-    expect(run.trajectories.every((t) => !t.context_segments?.length)).toBe(true);
+  it("records exactly the ids, mask and logprobs the built-in tool_agent records for the same conversation", () => {
+    expect(trajectories().map(tokens)).toEqual(builtin.map(tokens));
+    expect(trajectories().map((t) => [t.drift, t.assistant_turns, t.context_segments ?? []])).toEqual(builtin.map((t) => [t.drift, t.assistant_turns, []]));
   });
 });

@@ -23,7 +23,8 @@ export type AgentProcessOutcome =
   | { ok: true; lastLine: string | undefined }
   | { ok: false; error: string };
 
-const STDERR_TAIL = 8;
+// Enough for an uncaught exception's message to outlive its stack frames (errorLine skips them).
+const STDERR_TAIL = 40;
 
 export function runAgentProcess(spec: AgentProcessSpec): Promise<AgentProcessOutcome> {
   return new Promise((resolve) => {
@@ -54,8 +55,17 @@ export function runAgentProcess(spec: AgentProcessSpec): Promise<AgentProcessOut
       if (spawnError) return resolve({ ok: false, error: `cannot start ${spec.argv[0]}: ${spawnError.message}` });
       if (killedAtDeadline) return resolve({ ok: false, error: "killed at the trajectory's deadline" });
       if (code === 0) return resolve({ ok: true, lastLine });
-      const tail = stderr.lastLines().at(-1);
+      const tail = errorLine(stderr.lastLines());
       resolve({ ok: false, error: `${describeExit({ code, signal })}${tail ? `: ${tail}` : ""}` });
     });
   });
+}
+
+/**
+ * The line of an agent's stderr tail that says what went wrong: the last one, but not the version line Node prints
+ * after an uncaught exception's stack, nor the stack's `at ...` frames.
+ */
+export function errorLine(lines: readonly string[]): string | undefined {
+  const meaningful = lines.filter((line) => !/^Node\.js v\d/.test(line.trim()) && !/^\s+at /.test(line));
+  return meaningful.at(-1)?.trim();
 }

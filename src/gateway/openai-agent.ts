@@ -105,7 +105,10 @@ async function runOpenaiAgent(options: OpenaiAgentOptions, launch: Launch, api: 
       : launch.kind === "python"
         ? await launch.host.run(gateway.baseUrl(key), key, row, api.signal)
         : await runLaunched(launch.launcher, options, { OPENAI_BASE_URL: gateway.baseUrl(key), OPENAI_API_KEY: key, AGENTRL_TRAJECTORY_ID: run.id }, row, api.signal);
-    return api.ended ?? outcomeFinish(options, outcome, run);
+    // What the agent reported scores the episode however it ended; a Finish a primitive returned first (a length
+    // cut, a turn limit, the deadline) is the outcome, since it is what the agent saw (a 409 it may have died of).
+    const finish = outcomeFinish(options, outcome, run);
+    return api.ended ?? finish;
   } finally {
     gateway.close(session);
   }
@@ -152,15 +155,13 @@ async function runJsAgent(fn: JsAgentFunction, baseURL: string, apiKey: string, 
 function outcomeFinish(options: OpenaiAgentOptions, outcome: AgentProcessOutcome, run: TrajectoryInFlight): Finish {
   const agent = `agent ${options.name}`;
   if (!outcome.ok) return { status: "failed", reason: "agent_error", error: `${agent} failed: ${outcome.error}` };
+  const reported = options.spec.reward === "reward_function" ? undefined : reportedReward(outcome.lastLine);
+  if (reported) run.agentReward = reported;
   if (run.conversation.assistantTurns === 0 && !run.closedSegments?.length) {
     return { status: "failed", reason: "no_model_call", error: `${agent} ended without calling the model: there is nothing to train on` };
   }
-  if (options.spec.reward !== "reward_function") {
-    const reported = reportedReward(outcome.lastLine);
-    if (reported) run.agentReward = reported;
-    else if (options.spec.reward === "agent") {
-      return { status: "failed", reason: "agent_error", error: `${agent} reported no reward: its last stdout line must be JSON like {"reward": 1.0} (reward: agent)` };
-    }
+  if (!reported && options.spec.reward === "agent") {
+    return { status: "failed", reason: "agent_error", error: `${agent} reported no reward: its last stdout line must be JSON like {"reward": 1.0} (reward: agent)` };
   }
   return { status: "completed", reason: "stop" };
 }

@@ -41,6 +41,10 @@ export class Gateway {
     // Agents keep connections alive between turns; a long generation must not be cut by Node's default timeouts.
     server.requestTimeout = 0;
     server.headersTimeout = 60_000;
+    // Idle kept-alive connections are left for the client to close: Node's default 5 s equals httpx's keepalive_expiry
+    // (the Python SDK's), a tie in which a request can go out on a socket the gateway is closing (httpx's check before
+    // reuse narrows the window, does not shut it), and with max_retries 0 that turn fails. The SDKs expire theirs first.
+    server.keepAliveTimeout = 65_000;
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
       server.listen(0, "127.0.0.1", () => resolve());
@@ -100,7 +104,7 @@ export class Gateway {
   private route(req: http.IncomingMessage): { key: string | undefined; route: string } {
     const url = new URL(req.url ?? "/", "http://127.0.0.1");
     const scoped = /^\/t\/([^/]+)\/v1(\/.*)$/.exec(url.pathname);
-    if (scoped) return { key: decodeURIComponent(scoped[1]!), route: scoped[2]!.replace(/\/$/, "") };
+    if (scoped) return { key: decodedKey(scoped[1]!), route: scoped[2]!.replace(/\/$/, "") };
     const plain = /^\/v1(\/.*)$/.exec(url.pathname);
     if (!plain) throw new GatewayError(404, `no route ${url.pathname}: use the base URL the agent was given (OPENAI_BASE_URL)`, "unknown_url");
     const auth = req.headers.authorization;
@@ -136,6 +140,15 @@ export class Gateway {
       choices: [{ index: 0, message: assistantMessage(completion), logprobs: null, finish_reason: completion.finishReason }],
       usage: completion.usage,
     });
+  }
+}
+
+/** A key from the path: percent-decoded, or as written when it is not valid percent-encoding (then no key matches). */
+function decodedKey(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
   }
 }
 

@@ -1,0 +1,324 @@
+/**
+ * The OpenAI gateway's faults and edges end to end, through `agentrl rollout` against the fake SGLang server and the
+ * real Qwen3 tokenizer: an agent that crashes, one that never calls the model, one that summarises its history (a new
+ * segment), raw requests the gateway must refuse with OpenAI's error body, a request to a trajectory already
+ * recorded, an agent past its deadline (killed with its process group), and trajectories of many rows at once that
+ * must never mix. Each fault fails only its own trajectory and the run goes on.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { REPO_ROOT, VENV_PYTHON, runCli } from "./helpers/cli.js";
+import { IM_END, QWEN3_DIR } from "./helpers/qwen3.js";
+import { GSM8K_TOOLS, readAllTrajectories, tempDir } from "./helpers/rollout-run.js";
+import { startFakeSglang, type FakeSglang, type RespondFn } from "./fake-sglang/index.js";
+import { gsm8kArrowSchema, makeGsm8kRow } from "../src/data/gsm8k.js";
+import { writeParquetRows } from "../src/data/parquet.js";
+import { loadChatModel, type ChatModel } from "../src/chat/index.js";
+import type { Trajectory } from "../src/data/trajectory.js";
+
+const AGENTS = path.join(REPO_ROOT, "test/fixtures/openai-agents");
+const dir = tempDir("openai-gateway-faults");
+const f = (name: string) => path.join(dir, name);
+
+let model: ChatModel;
+let fake: FakeSglang;
+
+/** Row i asks "What is i + 10?": every row has its own question and answer, so a mixed-up trajectory shows. */
+const question = (i: number) => `What is ${i} + 10?`;
+const answerOf = (i: number) => String(i + 10);
+/** The fake model's tool call for `value`. */
+const toolCall = (value: string) => `<tool_call>\n{"name": "calc_gsm8k_reward", "arguments": {"answer": "${value}"}}\n</tool_call>`;
+
+async function writeRows(file: string, names: string[]): Promise<string> {
+  const rows = names.map((name, i) => ({ ...makeGsm8kRow({ question: question(i), answer: `#### ${answerOf(i)}` }, answerOf(i), "train", i, "tool"), agent_name: name }));
+  await writeParquetRows(file, rows, gsm8kArrowSchema("tool"));
+  return file;
+}
+
+/**
+ * A model that calls the GSM8K tool with the sum the conversation asks for, then answers it once it has seen a tool
+ * response. A summarised history holds no question: it answers the number the summary names.
+ */
+function sumThenAnswer(chat: ChatModel): RespondFn {
+  const toolResponse = chat.tokenToId("<tool_response>")!;
+  const encode = (text: string) => [...chat.encode(text), IM_END];
+  return (ids) => {
+    const text = chat.decode(ids);
+    const asked = /What is (\d+) \+ (\d+)\?/.exec(text);
+    const value = asked ? String(Number(asked[1]) + Number(asked[2])) : (/checked the answer (\S+) with/.exec(text)?.[1] ?? "0");
+    return encode(ids.includes(toolResponse) ? `#### ${value}` : toolCall(value));
+  };
+}
+
+/** `agentrl rollout --n 2` with `loops` registered under actor_rollout_ref.rollout.agent.agent_loops. */
+async function rollout(name: string, data: string, loops: Record<string, Record<string, unknown>>, rolloutLines: string[] = []) {
+  const config = f(`${name}.yaml`);
+  writeFileSync(config, ["actor_rollout_ref:", "  rollout:", ...rolloutLines.map((line) => `    ${line}`), "    agent:", `      agent_loops: ${JSON.stringify(loops)}`, ""].join("\n"));
+  const out = f(`${name}.jsonl`);
+  const result = await runCli([
+    "rollout", "--config", config, "--data", data, "--model", QWEN3_DIR, "--server", fake.url,
+    "--tools", GSM8K_TOOLS, "--n", "2", "--out", out, "--json",
+  ]);
+  const trajectories = existsSync(out) ? await readAllTrajectories(out) : [];
+  trajectories.sort((a, b) => a.data_index - b.data_index || a.sample_index - b.sample_index);
+  return { result, trajectories };
+}
+
+const chatAgent = (mode: string) => ({ kind: "openai", command: ["node", `${AGENTS}/chat-agent.mjs`], env: { AGENT_MODE: mode } });
+const jsAgent = (name: string) => ({ kind: "openai", function: `${AGENTS}/js-agents.mjs#${name}` });
+const extra = (t: Trajectory) => JSON.parse(t.reward_extra ?? "null") as Record<string, any>;
+const messagesOf = (t: Trajectory) => JSON.parse(t.messages) as Array<{ role: string; content: string }>;
+
+beforeAll(async () => {
+  model = await loadChatModel(QWEN3_DIR);
+  // A little latency, so that the trajectories of a run are in flight together.
+  fake = await startFakeSglang({ respond: sumThenAnswer(model), latencyMs: 20 });
+});
+afterAll(async () => fake?.close());
+
+describe("one run with crashing, silent, summarising and probing agents beside ordinary ones", () => {
+  // One row per misbehaving agent, then four rows of the ordinary chat agent.
+  const names = ["crash", "exit", "crash_py", "silent", "summarise", "raw", "save", "probe", "chat", "chat", "chat", "chat"];
+  const at = (name: string) => names.indexOf(name);
+  let run: Awaited<ReturnType<typeof rollout>>;
+  /** The two samples of the row that runs agent `name`. */
+  const row = (name: string) => {
+    const samples = run.trajectories.filter((t) => t.data_index === at(name));
+    expect(samples).toHaveLength(2);
+    return samples;
+  };
+
+  beforeAll(async () => {
+    const data = await writeRows(f("faults.parquet"), names);
+    run = await rollout("faults", data, {
+      crash: chatAgent("crash"),
+      exit: chatAgent("exit"),
+      crash_py: { kind: "openai", function: `${AGENTS}/chat_agent.py#crash`, python: VENV_PYTHON },
+      silent: chatAgent("no-model"),
+      summarise: chatAgent("summarise"),
+      raw: { kind: "openai", command: ["node", `${AGENTS}/raw-requests.mjs`] },
+      save: jsAgent("saveUrl"),
+      probe: jsAgent("finishedProbe"),
+      chat: chatAgent("normal"),
+    });
+  });
+
+  it("records every trajectory, fails only the faulty ones, and exits 1 for them", () => {
+    expect(run.result.code, run.result.stderr).toBe(1);
+    // The raw agent's one real turn asks for temperature 0.3 and sends frequency_penalty: one note each, once per run.
+    expect(run.result.stderr.split("\n")).toEqual([
+      "note: gateway: the agent asks for temperature 0.3; the trainer's 1 samples (actor_rollout_ref.rollout.temperature)",
+      "note: gateway: the request field frequency_penalty is ignored (docs/openai-gateway.md)",
+      expect.stringMatching(/^error: 8 of 24 trajectories failed \(see their error field: agentrl inspect /),
+      "",
+    ]);
+    expect(run.trajectories).toHaveLength(24);
+    expect(run.trajectories.map((t) => [t.data_index, t.status, t.finish_reason])).toEqual(
+      names.flatMap((name, i) => {
+        const outcome = name.startsWith("crash") || name === "exit" ? ["failed", "agent_error"] : name === "silent" ? ["failed", "no_model_call"] : ["completed", "stop"];
+        return [[i, ...outcome], [i, ...outcome]];
+      }),
+    );
+  });
+
+  it("an agent that exits non-zero mid-conversation fails with its exit code and last stderr line; its turn stays", () => {
+    expect(row("exit").map((t) => [t.error, t.assistant_turns])).toEqual([0, 1].map(() => [
+      "agent exit failed: exit code 3: agent: giving up after the first turn", 1,
+    ]));
+    for (const t of row("exit")) expectMaskOnSampled(t.response_ids, t.response_mask, [toolCall(answerOf(at("exit")))]);
+  });
+
+  it("an agent that dies of an uncaught exception fails naming the exception, not Node's version line after it", () => {
+    for (const t of row("crash")) {
+      expect(t.error).toMatch(/^agent crash failed: exit code 1: /);
+      expect(t.error).toContain("Error: the agent crashed on purpose");
+      expect(t.assistant_turns).toBe(1);
+    }
+  });
+
+  it("a Python function agent that raises fails naming the exception; its turn stays", () => {
+    expect(row("crash_py").map((t) => [t.error, t.assistant_turns])).toEqual([0, 1].map(() => [
+      "agent crash_py failed: raised RuntimeError: the agent crashed on purpose", 1,
+    ]));
+    for (const t of row("crash_py")) expectMaskOnSampled(t.response_ids, t.response_mask, [toolCall(answerOf(at("crash_py")))]);
+  });
+
+  it("an agent that never calls the model fails with no_model_call", () => {
+    expect(row("silent").map((t) => [t.error, t.assistant_turns, t.response_ids.length])).toEqual([0, 1].map(() => [
+      "agent silent ended without calling the model: there is nothing to train on", 0, 0,
+    ]));
+  });
+
+  it("a summarised history starts a new segment: the first kept in context_segments, the record from the summary on", () => {
+    const answer = answerOf(at("summarise"));
+    const summary = `Earlier you checked the answer ${answer} with the tool. Give the final answer.`;
+    for (const t of row("summarise")) {
+      expect(t.reward).toBe(1);
+      expect(t.context_segments).toHaveLength(1);
+      const [segment] = t.context_segments!;
+      expect(segment!.reason).toBe("message 1 (user) differs from the record's");
+      // The closed segment: the row's prompt and the tool call (mask 1); the tool's answer never reached the gateway,
+      // since the summary replaced it before the next request.
+      const segmentMessages = JSON.parse(segment!.messages) as Array<{ role: string; content: string }>;
+      expect(segmentMessages.map((m) => m.role)).toEqual(["system", "user", "assistant"]);
+      expect(segmentMessages[1]!.content).toContain(question(at("summarise")));
+      expectMaskOnSampled(segment!.response_ids, segment!.response_mask, [toolCall(answer)]);
+      expect(model.decode(segment!.prompt_ids)).toContain(question(at("summarise")));
+      // Qwen3's template renders an empty think block into the last assistant turn, which was sampled without one.
+      expect(segment!.drift).toBe("reasoning_only");
+      // The main sequence starts from the summary, then a call, its answer and the final answer.
+      const main = messagesOf(t);
+      expect(main.map((m) => m.role)).toEqual(["system", "user", "assistant", "tool", "assistant"]);
+      expect(main[1]!.content).toBe(summary);
+      expect(model.decode(t.prompt_ids)).toContain(summary);
+      expect(model.decode(t.prompt_ids)).not.toContain(question(at("summarise")));
+      expectMaskOnSampled(t.response_ids, t.response_mask, [toolCall(answer), `#### ${answer}`]);
+      expect(t.assistant_turns).toBe(2);
+      expect(t.drift).toBe("reasoning_only");
+    }
+  });
+
+  it("raw requests the gateway refuses get OpenAI's error body, and change nothing in the record", () => {
+    for (const t of row("raw")) {
+      const { probes, turn } = extra(t);
+      const error = (status: number, code: string, param: string | null = null, type = "invalid_request_error") =>
+        ({ status, body: { error: { message: expect.any(String), type, param, code } } });
+      expect(probes.n2).toEqual(error(400, "unsupported_parameter", "n"));
+      expect(probes.logprobs).toEqual(error(400, "unsupported_parameter", "logprobs"));
+      expect(probes.not_json).toEqual(error(400, "invalid_json"));
+      expect(probes.json_array).toEqual(error(400, "invalid_json"));
+      expect(probes.no_messages).toEqual(error(400, "invalid_request", "messages"));
+      expect(probes.prefill).toEqual(error(400, "unsupported_prefill", "messages"));
+      expect(probes.unknown_key).toEqual(error(404, "trajectory_not_found"));
+      expect(probes.malformed_key).toEqual(error(404, "trajectory_not_found"));
+      expect(probes.unknown_bearer).toEqual(error(404, "trajectory_not_found"));
+      expect(probes.no_key).toEqual(error(401, "invalid_api_key", null, "authentication_error"));
+      expect(probes.no_key_models).toEqual(error(401, "invalid_api_key", null, "authentication_error"));
+      expect(probes.get_completions).toEqual(error(405, "method_not_allowed"));
+      expect(probes.unknown_route).toEqual(error(404, "unknown_url"));
+      expect(probes.outside_v1).toEqual(error(404, "unknown_url"));
+      const list = { status: 200, body: { object: "list", data: [{ id: path.basename(QWEN3_DIR), object: "model", created: 0, owned_by: "agentrl" }] } };
+      expect(probes.models).toEqual(list);
+      expect(probes.scoped_models).toEqual(list);
+      expect(probes.n2.body.error.message).toContain("n=2");
+      // The refused requests left nothing: the record is the one turn on the bearer route, from the row's prompt.
+      expect(turn).toEqual({ status: 200, finish_reason: "tool_calls" });
+      expect(t.assistant_turns).toBe(1);
+      expect(t.context_segments ?? []).toEqual([]);
+      expect(messagesOf(t)[1]!.content).toContain(question(at("raw")));
+    }
+  });
+
+  it("a request for a trajectory already recorded is a 404 trajectory_finished", () => {
+    for (const t of row("probe")) {
+      const { models, completion } = extra(t);
+      const finished = { error: { message: expect.stringMatching(new RegExp(`^trajectory ${at("save")}:[01] is finished and recorded`)), type: "invalid_request_error", param: null, code: "trajectory_finished" } };
+      expect(models).toEqual({ status: 404, body: finished });
+      expect(completion).toEqual({ status: 404, body: finished });
+    }
+    // The saving trajectories themselves are untouched by the late requests.
+    expect(row("save").map((t) => [t.status, t.assistant_turns])).toEqual([["completed", 1], ["completed", 1]]);
+  });
+
+  it("trajectories in flight together never mix: each record is its own row's conversation", () => {
+    const chats = run.trajectories.filter((t) => names[t.data_index] === "chat");
+    expect(chats.map((t) => t.data_index)).toEqual([8, 8, 9, 9, 10, 10, 11, 11]);
+    for (const t of chats) {
+      const i = t.data_index;
+      const messages = messagesOf(t);
+      expect(messages[1]!.content).toContain(question(i));
+      expect(model.decode(t.prompt_ids)).toContain(question(i));
+      expect(messages.at(-1)!.content).toBe(`#### ${answerOf(i)}`);
+      expect([t.reward, extra(t)]).toEqual([1, { answer: answerOf(i) }]);
+      expectMaskOnSampled(t.response_ids, t.response_mask, [toolCall(answerOf(i)), `#### ${answerOf(i)}`]);
+      expect(t.drift).toBe("reasoning_only");
+    }
+  });
+});
+
+describe("agents past trajectory_timeout", () => {
+  const pidDir = f("pids");
+  let run: Awaited<ReturnType<typeof rollout>>;
+
+  beforeAll(async () => {
+    mkdirSync(pidDir);
+    const data = await writeRows(f("deadline.parquet"), ["sleepy", "late", "report"]);
+    // Rows start in order, 4 at a time: the report trajectories start when the first four reach their deadline.
+    // lateCaller calls again 3.5 s in.
+    run = await rollout("deadline", data, {
+      sleepy: { kind: "openai", command: ["node", `${AGENTS}/sleepy-agent.mjs`], env: { PID_DIR: pidDir } },
+      late: jsAgent("lateCaller"),
+      report: jsAgent("lateReport"),
+    }, ["trajectory_timeout: 3", "max_concurrency: 4"]);
+  });
+  // Whatever the gateway failed to kill goes now, so a failing test leaves no process behind.
+  afterAll(() => {
+    for (const pid of pidsLeft()) {
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {
+        // already gone
+      }
+    }
+  });
+
+  /** The pids the sleepy agents wrote (each agent and its sleeping child) that are still running. */
+  function pidsLeft(): number[] {
+    if (!existsSync(pidDir)) return [];
+    return readdirSync(pidDir).flatMap((file) => Object.values(JSON.parse(readFileSync(path.join(pidDir, file), "utf8")) as Record<string, number>)).filter(running);
+  }
+
+  it("are aborted at the deadline with what they sampled; the run goes on", () => {
+    expect(run.result.stderr).toBe("");
+    expect(run.trajectories.map((t) => [t.data_index, t.status, t.finish_reason, t.assistant_turns])).toEqual([
+      [0, "aborted", "deadline", 1],
+      [0, "aborted", "deadline", 1],
+      [1, "aborted", "deadline", 1],
+      [1, "aborted", "deadline", 1],
+      [2, "completed", "stop", 1],
+      [2, "completed", "stop", 1],
+    ]);
+    expect(run.result.code).toBe(0);
+  });
+
+  it("a command agent's whole process group is killed at the deadline, its grandchild too", () => {
+    expect(readdirSync(pidDir).sort()).toEqual(["0:0.json", "0:1.json"]);
+    expect(pidsLeft()).toEqual([]);
+  });
+
+  it("a JS function agent left behind at its deadline gets 409 trajectory_ended for its later requests", () => {
+    const reports = run.trajectories.filter((t) => t.data_index === 2);
+    expect(reports).toHaveLength(2);
+    for (const t of reports) {
+      expect(extra(t).late).toEqual({
+        status: 409,
+        error: { message: expect.stringMatching(/^trajectory 1:[01] has ended: aborted \(deadline/), type: "invalid_request_error", param: null, code: "trajectory_ended" },
+      });
+    }
+  });
+});
+
+/**
+ * Checks mask 1 is exactly on the sampled turns: the runs of 1s are, in order, the ids the fake model sent for
+ * `turns` (each the turn's text and <|im_end|>), and every other token is 0.
+ */
+function expectMaskOnSampled(ids: number[], mask: number[], turns: string[]) {
+  expect(mask).toHaveLength(ids.length);
+  expect(mask.every((m) => m === 0 || m === 1)).toBe(true);
+  const runs: number[][] = [];
+  mask.forEach((m, i) => {
+    if (m === 1 && mask[i - 1] !== 1) runs.push([]);
+    if (m === 1) runs.at(-1)!.push(ids[i]!);
+  });
+  expect(runs).toEqual(turns.map((text) => [...model.encode(text), IM_END]));
+}
+
+/** A process is running when /proc has it and it is not a zombie waiting for its parent. */
+function running(pid: number): boolean {
+  try {
+    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, "utf8"));
+  } catch {
+    return false;
+  }
+}
