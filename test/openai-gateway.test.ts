@@ -75,4 +75,12 @@ describe.each(AGENT_LOOPS.map(([label, name], i) => [label, name, i + 1] as cons
     expect(trajectories().map(tokens)).toEqual(builtin.map(tokens));
     expect(trajectories().map((t) => [t.drift, t.assistant_turns, t.context_segments ?? []])).toEqual(builtin.map((t) => [t.drift, t.assistant_turns, []]));
   });
+
+  it("records the calls the agent ran itself, with their results, as tool_agent records its own", () => {
+    const call = (t: Trajectory) => t.calls.map((c) => [c.turn, c.name, JSON.parse(c.arguments), c.response]);
+    expect(trajectories().map(call)).toEqual(builtin.map(call));
+    expect(trajectories().map((t) => t.tool_calls)).toEqual([1, 1]);
+    const toolSegment = (t: Trajectory) => t.segments.filter((s) => s.kind === "tool").map((s) => [s.tool_name, JSON.parse(s.arguments!)]);
+    expect(trajectories().map(toolSegment)).toEqual(builtin.map(toolSegment));
+  });
 });

@@ -29,6 +29,8 @@ export class GatewaySession {
   private requests = 0;
   /** Requests wait here for the one before them. */
   private queue: Promise<unknown> = Promise.resolve();
+  /** The calls of the last reply, for the record's `calls` once their results come back. */
+  private pendingCalls: Array<{ id: string; name: string; arguments: string; turn: number; repliedAt: number }> = [];
 
   constructor(
     readonly key: string,
@@ -75,6 +77,8 @@ export class GatewaySession {
     const message = this.run.conversation.messages.at(-1)!;
     const content = typeof message.content === "string" && message.content !== "" ? message.content : null;
     const toolCalls = calls.map((call) => ({ id: `call_${randomBytes(12).toString("hex")}`, type: "function" as const, function: { name: call.function.name, arguments: JSON.stringify(call.function.arguments) } }));
+    const turn = this.run.conversation.assistantTurns - 1;
+    this.pendingCalls = toolCalls.map((call) => ({ id: call.id, name: call.function.name, arguments: call.function.arguments, turn, repliedAt: performance.now() }));
     return {
       id: `chatcmpl-${this.key.slice(0, 12)}-${++this.requests}`,
       content: toolCalls.length > 0 || content !== null ? content : "",
@@ -125,6 +129,25 @@ export class GatewaySession {
     }
     const ended = this.api.append(plan.added);
     if (ended) this.checkOpen();
+    this.recordCallResults(plan.added);
+  }
+
+  /**
+   * The agent ran the calls of the last reply itself: their results (tool messages, matched by tool_call_id, else in
+   * order) go into the record's calls, with the time the agent took as their latency.
+   */
+  private recordCallResults(added: readonly ChatMessage[]): void {
+    const results = added.filter((message) => message.role === "tool");
+    if (results.length === 0 || this.pendingCalls.length === 0) return;
+    const now = performance.now();
+    const records = results.flatMap((message, index) => {
+      const call = this.pendingCalls.find((pending) => pending.id === message.tool_call_id) ?? this.pendingCalls[index];
+      if (!call) return [];
+      const response = typeof message.content === "string" ? message.content : JSON.stringify(message.content ?? "");
+      return [{ turn: call.turn, name: call.name, arguments: call.arguments, response, latency_ms: now - call.repliedAt, step_reward: null, error_kind: null, error: null }];
+    });
+    this.pendingCalls = [];
+    this.api.recordAgentCalls(records, results.length === added.length);
   }
 
   /** Renders the request as the trajectory's new current segment (mask 0 throughout: nothing in it was sampled). */
@@ -138,11 +161,14 @@ export class GatewaySession {
   /** Keeps the current segment (when anything was sampled in it) with its own per-turn facts, which start over. */
   private closeSegment(reason: string): void {
     const { run } = this;
+    this.pendingCalls = [];
     if (run.conversation.assistantTurns > 0) {
       (run.closedSegments ??= []).push({ conversation: run.conversation, reason, assistantFinish: run.log.assistantFinish, versionSpans: run.log.versionSpans });
     }
     run.log.assistantFinish = [];
     run.log.versionSpans = [];
+    // The tool segments' facts are per sequence (the record lists the main one's segments); the calls stay.
+    run.log.toolSegments = [];
   }
 
   /** max_assistant_turns counts the turns of every segment of the episode. */

@@ -11,6 +11,8 @@ import type { MultiTurnConfig } from "./config.js";
 import type { Sample } from "./sample.js";
 import { deadlineFinish, parseToolCalls, sampleAssistantTurn } from "./assistant-turn.js";
 import { appendEnvironment, interactionTurn, toolTurn } from "./environment-turn.js";
+import { toolSegmentOf } from "./tool-calls.js";
+import type { ToolCallRecord } from "../data/trajectory.js";
 import { openConversation, PromptTooLongError } from "./conversation-start.js";
 import { errorText, type Finish, type TrajectoryInFlight } from "./trajectory-state.js";
 
@@ -145,6 +147,11 @@ export interface TrajectoryControl extends AgentLoopApi {
   openSequence(messages: readonly ChatMessage[], tools: readonly ToolSchema[]): { tooLong?: { length: number; limit: number } };
   /** parseToolCalls against the given tool names (an agent's request names its own tools). */
   parseToolCallsOf(toolNames: readonly string[]): ParseResult | undefined;
+  /**
+   * Records calls the agent ran itself (their results came back as tool messages): in the record's `calls`, and, when
+   * the results alone made the last appended delta, as that tool segment's name, arguments and latency.
+   */
+  recordAgentCalls(records: readonly ToolCallRecord[], toolSegment: boolean): void;
 }
 
 /**
@@ -326,6 +333,11 @@ class TrajectoryAgent implements TrajectoryControl {
       if (!(err instanceof PromptTooLongError)) throw err;
       return { tooLong: { length: err.length, limit: err.limit } };
     }
+  }
+
+  recordAgentCalls(records: readonly ToolCallRecord[], toolSegment: boolean): void {
+    this.run.log.calls.push(...records);
+    if (toolSegment && records.length > 0) this.run.log.toolSegments.push(toolSegmentOf(records));
   }
 
   parseToolCallsOf(toolNames: readonly string[]): ParseResult | undefined {
