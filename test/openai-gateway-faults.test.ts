@@ -79,7 +79,7 @@ afterAll(async () => fake?.close());
 
 describe("one run with crashing, silent, summarising and probing agents beside ordinary ones", () => {
   // One row per misbehaving agent, then four rows of the ordinary chat agent.
-  const names = ["crash", "exit", "crash_py", "silent", "summarise", "raw", "save", "probe", "chat", "chat", "chat", "chat"];
+  const names = ["crash", "exit", "crash_py", "silent", "summarise", "raw", "save", "probe", "chat", "chat", "chat", "chat", "jailed", "unjailed"];
   const at = (name: string) => names.indexOf(name);
   let run: Awaited<ReturnType<typeof rollout>>;
   /** The two samples of the row that runs agent `name`. */
@@ -101,6 +101,8 @@ describe("one run with crashing, silent, summarising and probing agents beside o
       save: jsAgent("saveUrl"),
       probe: jsAgent("finishedProbe"),
       chat: chatAgent("normal"),
+      jailed: { ...chatAgent("sandbox-probe"), sandbox: "bwrap" },
+      unjailed: chatAgent("sandbox-probe"),
     });
   });
 
@@ -110,16 +112,21 @@ describe("one run with crashing, silent, summarising and probing agents beside o
     expect(run.result.stderr.split("\n")).toEqual([
       "note: gateway: the agent asks for temperature 0.3; the trainer's 1 samples (actor_rollout_ref.rollout.temperature)",
       "note: gateway: the request field frequency_penalty is ignored (docs/openai-gateway.md)",
-      expect.stringMatching(/^error: 8 of 24 trajectories failed \(see their error field: agentrl inspect /),
+      expect.stringMatching(/^error: 8 of 28 trajectories failed \(see their error field: agentrl inspect /),
       "",
     ]);
-    expect(run.trajectories).toHaveLength(24);
+    expect(run.trajectories).toHaveLength(28);
     expect(run.trajectories.map((t) => [t.data_index, t.status, t.finish_reason])).toEqual(
       names.flatMap((name, i) => {
         const outcome = name.startsWith("crash") || name === "exit" ? ["failed", "agent_error"] : name === "silent" ? ["failed", "no_model_call"] : ["completed", "stop"];
         return [[i, ...outcome], [i, ...outcome]];
       }),
     );
+  });
+
+  it("sandbox: bwrap keeps the agent from writing to the working folder; without it the same agent can", () => {
+    expect(row("jailed").map((t) => [t.status, extra(t).wroteWorkingFolder])).toEqual([0, 1].map(() => ["completed", "EROFS"]));
+    expect(row("unjailed").map((t) => [t.status, extra(t).wroteWorkingFolder])).toEqual([0, 1].map(() => ["completed", true]));
   });
 
   it("an agent that exits non-zero mid-conversation fails with its exit code and last stderr line; its turn stays", () => {

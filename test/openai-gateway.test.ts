@@ -29,6 +29,8 @@ const AGENT_LOOPS: Array<[label: string, name: string, loop: Record<string, unkn
   ["the openai Python package, as an async function streaming", "py_async", { kind: "openai", function: `${AGENTS}/chat_agent.py#agent_async`, python: VENV_PYTHON }],
   ["LangChain's ChatOpenAI", "langchain", { kind: "openai", command: ["node", `${AGENTS}/langchain-agent.mjs`] }],
   ["LangChain's ChatOpenAI, streaming", "langchain_stream", { kind: "openai", command: ["node", `${AGENTS}/langchain-agent.mjs`, "--stream"] }],
+  ["the openai npm package, inside bubblewrap", "npm_bwrap", { kind: "openai", command: ["node", `${AGENTS}/chat-agent.mjs`], sandbox: "bwrap" }],
+  ["the openai Python package, as a function inside bubblewrap", "py_fn_bwrap", { kind: "openai", function: `${AGENTS}/chat_agent.py#agent`, python: VENV_PYTHON, sandbox: "bwrap" }],
 ];
 
 let fake: FakeSglang;
