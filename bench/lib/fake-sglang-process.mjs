@@ -5,8 +5,8 @@
  *
  * The scripted "model" answers `turn1` to a prompt holding no `markerId` token and `turn2` to one that does (for a
  * tool-calling story: the first turn calls a tool, the second, which sees the <tool_response>, answers).
- * With `turn2Variants`, a request with a sampling_seed (a rollout with a seed) gets one of them as its answer, picked
- * by the seed.
+ * With `turn2Variants` (and `turn1Variants`), a request with a sampling_seed (a rollout with a seed) gets one of them as
+ * its answer, picked by the seed.
  * With `latency: { medianMs, sigma }` each generation waits a lognormal time fixed by its sampling_seed.
  */
 import { spawn } from "node:child_process";
@@ -17,7 +17,7 @@ import ts from "typescript";
 
 const SERVE = `import { readFileSync } from "node:fs";
 import { startFakeSglang, seededRandom } from "./index.js";
-const { markerId, turn1, turn2, turn2Variants, latency } = JSON.parse(readFileSync(new URL("./script.json", import.meta.url), "utf8"));
+const { markerId, turn1, turn2, turn1Variants, turn2Variants, latency } = JSON.parse(readFileSync(new URL("./script.json", import.meta.url), "utf8"));
 // Optional per-request latency, lognormal, drawn from the request's sampling_seed: the same trajectory turn waits the
 // same time in every run, whatever the schedule.
 const delayOf = (params) => {
@@ -28,8 +28,8 @@ const delayOf = (params) => {
 const fake = await startFakeSglang({
   respond: async (inputIds, params) => {
     if (latency) await new Promise((r) => setTimeout(r, delayOf(params)));
-    if (!inputIds.includes(markerId)) return turn1;
-    // Distinct answers (drawn by the trajectory's sampling seed) make every trajectory's text new, as in a real run.
+    // Distinct answers (drawn by the request's sampling seed) make every trajectory's text new, as in a real run.
+    if (!inputIds.includes(markerId)) return turn1Variants && params.sampling_seed !== undefined ? turn1Variants[params.sampling_seed % turn1Variants.length] : turn1;
     return turn2Variants && params.sampling_seed !== undefined ? turn2Variants[params.sampling_seed % turn2Variants.length] : turn2;
   },
   // Keep only a few log entries: the bench sends hundreds of thousands of requests.
