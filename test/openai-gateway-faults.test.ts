@@ -191,6 +191,7 @@ describe("one run with crashing, silent, summarising and probing agents beside o
       const { probes, turn } = extra(t);
       const error = (status: number, code: string, param: string | null = null, type = "invalid_request_error") =>
         ({ status, body: { error: { message: expect.any(String), type, param, code } } });
+      expect(probes.too_long).toEqual(error(400, "context_length_exceeded", "messages"));
       expect(probes.n2).toEqual(error(400, "unsupported_parameter", "n"));
       expect(probes.logprobs).toEqual(error(400, "unsupported_parameter", "logprobs"));
       expect(probes.not_json).toEqual(error(400, "invalid_json"));
@@ -214,6 +215,7 @@ describe("one run with crashing, silent, summarising and probing agents beside o
       expect(t.assistant_turns).toBe(1);
       expect(t.context_segments ?? []).toEqual([]);
       expect(messagesOf(t)[1]!.content).toContain(question(at("raw")));
+      expect(messagesOf(t).map((m) => m.role)).toEqual(["system", "user", "assistant"]);
     }
   });
 

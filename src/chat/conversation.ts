@@ -304,6 +304,11 @@ export class Conversation {
     return this.messageList.map((message) => ({ ...message }));
   }
 
+  /** A copy of the last message (the last assistant turn, once one is sampled), without copying the whole list. */
+  get lastMessage(): ChatMessage {
+    return { ...this.messageList[this.messageList.length - 1]! };
+  }
+
   private renderOptions(addGenerationPrompt: boolean) {
     return { tools: this.tools, templateKwargs: this.templateKwargs, addGenerationPrompt };
   }

@@ -30,21 +30,26 @@ export function toolsKey(tools: readonly ToolSchema[]): string {
   return canonical(tools);
 }
 
+/**
+ * `recordKeys` and `recordTools` are the record's messages' and tools' keys (messageKey, toolsKey), kept by the
+ * caller as the record grows, so a request costs the keys of its own messages only.
+ */
 export function planHistory(
-  record: readonly ChatMessage[],
-  recordTools: readonly ToolSchema[],
+  recordKeys: readonly string[],
+  recordTools: string,
   request: readonly ChatMessage[],
-  requestTools: readonly ToolSchema[],
+  requestKeys: readonly string[],
+  requestTools: string,
 ): HistoryPlan {
-  if (toolsKey(recordTools) !== toolsKey(requestTools)) return { kind: "restart", reason: "tools_changed" };
-  const shared = Math.min(record.length, request.length);
+  if (recordTools !== requestTools) return { kind: "restart", reason: "tools_changed" };
+  const shared = Math.min(recordKeys.length, requestKeys.length);
   for (let i = 0; i < shared; i++) {
-    if (messageKey(record[i]!) !== messageKey(request[i]!)) return { kind: "restart", reason: `message ${i} (${request[i]!.role}) differs from the record's` };
+    if (recordKeys[i] !== requestKeys[i]) return { kind: "restart", reason: `message ${i} (${request[i]!.role}) differs from the record's` };
   }
-  if (request.length <= record.length) return { kind: "restart", reason: `${record.length - request.length + 1} message(s) of the record dropped` };
-  const added = request.slice(record.length);
+  if (request.length <= recordKeys.length) return { kind: "restart", reason: `${recordKeys.length - request.length + 1} message(s) of the record dropped` };
+  const added = request.slice(recordKeys.length);
   const assistant = added.findIndex((message) => message.role === "assistant");
-  if (assistant >= 0) return { kind: "restart", reason: `message ${record.length + assistant} is an assistant turn the model did not sample` };
+  if (assistant >= 0) return { kind: "restart", reason: `message ${recordKeys.length + assistant} is an assistant turn the model did not sample` };
   return { kind: "extend", added };
 }
 

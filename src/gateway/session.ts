@@ -4,11 +4,10 @@
  * primitives every agent loop uses, and answers with that turn parsed into OpenAI's message shape. Requests of one
  * trajectory run one at a time, in arrival order.
  */
-import { randomBytes } from "node:crypto";
-import type { ChatMessage, ToolCall, ToolSchema } from "../chat/index.js";
+import type { ChatMessage, Conversation, ToolCall, ToolSchema } from "../chat/index.js";
 import type { TrajectoryControl } from "../rollout/agent-loop.js";
 import type { Finish, TrajectoryInFlight } from "../rollout/trajectory-state.js";
-import { planHistory } from "./history.js";
+import { messageKey, planHistory, toolsKey } from "./history.js";
 import { GatewayError, ignoredFields, toChatMessage, type ChatCompletionRequest } from "./openai-schema.js";
 
 /** The assistant turn a request produced, in OpenAI's terms. */
@@ -29,6 +28,11 @@ export class GatewaySession {
   private requests = 0;
   /** Requests wait here for the one before them. */
   private queue: Promise<unknown> = Promise.resolve();
+  /** messageKey of each of the record's messages, and toolsKey of its tools: what the next request is matched on. */
+  private recordKeys: string[] = [];
+  private recordTools = "";
+  /** The last request's tools as sent, and their key: agents resend the same list with every request. */
+  private lastTools: { json: string; key: string } = { json: "", key: "" };
   /** The calls of the last reply, for the record's `calls` once their results come back. */
   private pendingCalls: Array<{ id: string; name: string; arguments: string; turn: number; repliedAt: number }> = [];
 
@@ -61,7 +65,7 @@ export class GatewaySession {
       throw new GatewayError(400, "the last message is an assistant message: continuing a prefilled assistant turn is not supported", "unsupported_prefill", "messages");
     }
     const tools: ToolSchema[] = request.tools ?? [];
-    this.extendRecord(messages, tools);
+    this.extendRecord(messages, tools, this.toolsKeyOf(tools));
     const limit = this.turnLimit();
     if (limit) {
       this.api.endWith(limit);
@@ -74,10 +78,13 @@ export class GatewaySession {
     if (generated.finish && generated.ids.length === 0) this.checkOpen();
     const lengthCut = generated.finishReason === "length" || generated.finish?.reason === "length";
     const calls = this.parseCalls(request, tools, lengthCut);
-    const message = this.run.conversation.messages.at(-1)!;
+    const message = this.run.conversation.lastMessage;
+    this.recordKeys.push(messageKey(message));
     const content = typeof message.content === "string" && message.content !== "" ? message.content : null;
-    const toolCalls = calls.map((call) => ({ id: `call_${randomBytes(12).toString("hex")}`, type: "function" as const, function: { name: call.function.name, arguments: JSON.stringify(call.function.arguments) } }));
     const turn = this.run.conversation.assistantTurns - 1;
+    // Unique within the conversation, which is all OpenAI's ids promise; the same across trajectories, so a tool
+    // result's render (which holds its tool_call_id) can come from the template cache as the built-in loop's does.
+    const toolCalls = calls.map((call, index) => ({ id: `call_${turn}_${index}`, type: "function" as const, function: { name: call.function.name, arguments: JSON.stringify(call.function.arguments) } }));
     this.pendingCalls = toolCalls.map((call) => ({ id: call.id, name: call.function.name, arguments: call.function.arguments, turn, repliedAt: performance.now() }));
     return {
       id: `chatcmpl-${this.key.slice(0, 12)}-${++this.requests}`,
@@ -116,20 +123,31 @@ export class GatewaySession {
   }
 
   /** Brings the record up to the request's messages: the agent's prompt first, then deltas, or a new segment. */
-  private extendRecord(messages: ChatMessage[], tools: ToolSchema[]): void {
-    const { run } = this;
+  private extendRecord(messages: ChatMessage[], tools: ToolSchema[], toolsKeyValue: string): void {
+    const keys = messages.map(messageKey);
     if (!this.started) {
+      // Started only once a prompt fits: a refused first request leaves the row's prompt for the next one to replace.
+      this.openSegment(messages, tools, keys, toolsKeyValue);
       this.started = true;
-      return this.openSegment(messages, tools);
+      return;
     }
-    const plan = planHistory(run.conversation.messages, run.conversation.tools, messages, tools);
+    const plan = planHistory(this.recordKeys, this.recordTools, messages, keys, toolsKeyValue);
     if (plan.kind === "restart") {
-      this.closeSegment(plan.reason);
-      return this.openSegment(messages, tools);
+      // Opened first: a request refused for its length changes nothing, and the current segment stays open.
+      const previous = this.run.conversation;
+      this.openSegment(messages, tools, keys, toolsKeyValue);
+      return this.closeSegment(previous, plan.reason);
     }
     const ended = this.api.append(plan.added);
     if (ended) this.checkOpen();
+    this.recordKeys.push(...keys.slice(this.recordKeys.length));
     this.recordCallResults(plan.added);
+  }
+
+  private toolsKeyOf(tools: readonly ToolSchema[]): string {
+    const json = JSON.stringify(tools);
+    if (json !== this.lastTools.json) this.lastTools = { json, key: toolsKey(tools) };
+    return this.lastTools.key;
   }
 
   /**
@@ -151,19 +169,21 @@ export class GatewaySession {
   }
 
   /** Renders the request as the trajectory's new current segment (mask 0 throughout: nothing in it was sampled). */
-  private openSegment(messages: ChatMessage[], tools: ToolSchema[]): void {
+  private openSegment(messages: ChatMessage[], tools: ToolSchema[], keys: string[], toolsKeyValue: string): void {
     const { tooLong } = this.api.openSequence(messages, tools);
     if (tooLong) {
       throw new GatewayError(400, `the rendered prompt has ${tooLong.length} tokens, over data.max_prompt_length=${tooLong.limit}`, "context_length_exceeded", "messages");
     }
+    this.recordKeys = keys;
+    this.recordTools = toolsKeyValue;
   }
 
-  /** Keeps the current segment (when anything was sampled in it) with its own per-turn facts, which start over. */
-  private closeSegment(reason: string): void {
+  /** Keeps `previous` (when anything was sampled in it) with its own per-turn facts, which start over. */
+  private closeSegment(previous: Conversation, reason: string): void {
     const { run } = this;
     this.pendingCalls = [];
-    if (run.conversation.assistantTurns > 0) {
-      (run.closedSegments ??= []).push({ conversation: run.conversation, reason, assistantFinish: run.log.assistantFinish, versionSpans: run.log.versionSpans });
+    if (previous.assistantTurns > 0) {
+      (run.closedSegments ??= []).push({ conversation: previous, reason, assistantFinish: run.log.assistantFinish, versionSpans: run.log.versionSpans });
     }
     run.log.assistantFinish = [];
     run.log.versionSpans = [];
@@ -189,6 +209,6 @@ export class GatewaySession {
     if (chosen && typeof chosen === "object" && parsed.calls.some((call) => call.name !== chosen.function.name)) {
       this.note("tool_choice", `gateway: tool_choice names ${chosen.function.name}, but the model called other tools too; they are returned as sampled (there is no constrained decoding)`);
     }
-    return this.run.conversation.messages.at(-1)!.tool_calls ?? [];
+    return this.run.conversation.lastMessage.tool_calls ?? [];
   }
 }
