@@ -16,7 +16,7 @@ import { DEMO_CONFIG } from "./helpers/train.js";
 import { preprocessGsm8kTrain } from "./helpers/rollout-run.js";
 import { startFakeSglang, type FakeSglang } from "./fake-sglang/index.js";
 import { InputError } from "../src/errors.js";
-import { gsm8kArrowSchema } from "../src/data/gsm8k.js";
+import { gsm8kArrowSchema, makeGsm8kRow } from "../src/data/gsm8k.js";
 import { readJsonLines } from "../src/data/jsonl.js";
 import { readParquetInfo, readParquetTable, streamParquetRows, writeParquetRows } from "../src/data/parquet.js";
 import { tempDir } from "./helpers/tmp.js";
@@ -76,6 +76,24 @@ describe("rollout reads and validates --data before it creates the output", () =
       expect(readdirSync(outDir)).toEqual(["trajectories.parquet"]);
     });
   }
+
+  it("with filter_overlong_prompts off, a too-long prompt in a later row is found before any output exists", async () => {
+    const longRows = path.join(scratch, "long-last.parquet");
+    const question = (i: number) => (i === 3 ? "count the words ".repeat(400) : `${i} + 2?`);
+    await writeParquetRows(longRows, [0, 1, 2, 3].map((i) => makeGsm8kRow({ question: question(i), answer: "#### 4" }, "4", "train", i, "tool")), gsm8kArrowSchema("tool"));
+    const outDir = path.join(scratch, "out-long-last");
+    const out = path.join(outDir, "trajectories.jsonl");
+    const flags = ["--concurrency", "1", "--set", "data.max_prompt_length=512"];
+    // One trajectory at a time: the short rows would be done and written before the long one came up.
+    const failed = await runCli(["rollout", "--data", longRows, "--model", QWEN3_DIR, "--server", fake.url, "--out", out, ...flags, "--set", "data.filter_overlong_prompts=false"]);
+    expect(failed.code, failed.stderr).toBe(2);
+    expect(failed.stderr).toMatch(new RegExp(`error: ${longRows}: row 3: the rendered prompt has \\d+ tokens, over data\\.max_prompt_length=512`));
+    expect(existsSync(outDir) ? readdirSync(outDir) : []).toEqual([]);
+
+    const filtered = await runCli(["rollout", "--data", longRows, "--model", QWEN3_DIR, "--server", fake.url, "--out", out, ...flags, "--json"]);
+    expect(filtered.code, filtered.stderr).toBe(0);
+    expect(JSON.parse(filtered.stdout).summary.count).toBe(3);
+  });
 
   it("an existing output is refused before any request, and left as it was", async () => {
     const out = path.join(scratch, "kept.jsonl");

@@ -5,7 +5,7 @@
  * completion order, so they are compared by id) and report the same counts; a thread that crashes or cannot start
  * fails the run naming the thread and the samples it held; nothing is left in the temp folder.
  */
-import { readdirSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runCli } from "./helpers/cli.js";
@@ -147,10 +147,13 @@ describe("agentrl rollout --threads", () => {
 
   it("refuses a too-long prompt as one thread does, when filter_overlong_prompts is off", async () => {
     const extra = ["--set", "data.filter_overlong_prompts=false", "--set", "data.max_prompt_length=8"];
-    const [one, two] = await Promise.all([1, 2].map((threads) => rollout(threads, path.join(work, `long${threads}.jsonl`), extra)));
+    const out = (threads: number) => path.join(work, `long${threads}.jsonl`);
+    const [one, two] = await Promise.all([1, 2].map((threads) => rollout(threads, out(threads), extra)));
     expect(one!.code).toBe(2);
     expect(two!.code, two!.stderr).toBe(2);
-    expect(two!.stderr).toContain("over data.max_prompt_length=8");
+    for (const result of [one!, two!]) expect(result.stderr).toMatch(/train\.parquet: row 0: the rendered prompt has \d+ tokens, over data\.max_prompt_length=8/);
+    // Found before the output exists, as every other input error: no partial file blocks the corrected re-run.
+    expect([existsSync(out(1)), existsSync(out(2))]).toEqual([false, false]);
   });
 
   it("over-sampling's abort reaches the threads: the stragglers end as over_sample", async () => {

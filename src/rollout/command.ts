@@ -12,7 +12,8 @@ import { inThisThread, runRollout, type RolloutResult, type TrajectoryExecutor }
 import { RolloutThreads } from "./threads/rollout-threads.js";
 import { countPrompts, readPrompts } from "./sample.js";
 import { agentLoopNames, checkAgentName } from "./agent-loops.js";
-import { loadRolloutParts, makeClient, readApiKey, trajectoryContext } from "./setup.js";
+import { loadRolloutParts, makeClient, readApiKey, trajectoryContext, type RolloutParts } from "./setup.js";
+import { checkPromptLengths } from "./prompt-lengths.js";
 import type { RolloutSummary } from "./stats.js";
 import { implicationsOf, printDryRun, printJsonReport, printRolloutSummary, RolloutProgress } from "./report.js";
 import type { RolloutFlags } from "../cli/commands/rollout.js";
@@ -150,6 +151,15 @@ async function openRollout(config: RolloutConfig, flags: RolloutFlags, inputs: R
   if (rollout.threads > 1) {
     // Each thread loads its own parts and client (threads/worker.ts); they need the final server URLs, so the
     // embedded engine starts first here, and a bad tool or reward module fails after it, not before.
+    if (!config.data.filter_overlong_prompts) {
+      // The threads load their own parts; the check needs the tokenizer and tool schemas here, once.
+      const parts = await loadRolloutParts(partsOptions);
+      try {
+        await checkPromptLengths(promptCheck(config, inputs, parts));
+      } finally {
+        await parts.close();
+      }
+    }
     rollout = await startEngine(rollout);
     const threads = await RolloutThreads.start(rollout.threads, rollout.max_concurrency, {
       parts: partsOptions,
@@ -164,6 +174,7 @@ async function openRollout(config: RolloutConfig, flags: RolloutFlags, inputs: R
     // The tokenizer, tools and reward module load in a second: a bad one fails before the embedded engine starts.
     const parts = await loadRolloutParts(partsOptions);
     cleanups.unshift(() => parts.close());
+    if (!config.data.filter_overlong_prompts) await checkPromptLengths(promptCheck(config, inputs, parts));
     rollout = await startEngine(rollout);
     const client = makeClient(rollout, inputs.apiKey);
     cleanups.unshift(() => client.close());
@@ -173,6 +184,18 @@ async function openRollout(config: RolloutConfig, flags: RolloutFlags, inputs: R
   // Finish the file even on failure: everything written so far stays readable and resumable.
   cleanups.unshift(() => writer.close().catch(() => undefined));
   return { inputs, trajectories, writer, rollout };
+}
+
+/** What checkPromptLengths reads: the rows the run uses, rendered as the built-in loops render them. */
+function promptCheck(config: RolloutConfig, inputs: RolloutInputs, parts: RolloutParts) {
+  return {
+    dataPath: inputs.dataPath,
+    limit: config.data.limit,
+    model: parts.model,
+    toolSchemas: parts.toolSchemas,
+    maxPromptLength: config.data.max_prompt_length,
+    agent: config.actor_rollout_ref.rollout.agent,
+  };
 }
 
 /** Starts agentrl's embedded engine on the model; the rollout section it returns points at it. */
