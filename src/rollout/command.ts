@@ -16,10 +16,40 @@ import { loadRolloutParts, makeClient, readApiKey, trajectoryContext, type Rollo
 import { checkPromptLengths } from "./prompt-lengths.js";
 import type { RolloutSummary } from "./stats.js";
 import { implicationsOf, printDryRun, printJsonReport, printRolloutSummary, RolloutProgress } from "./report.js";
-import type { RolloutFlags } from "../cli/commands/rollout.js";
 import { applySets, readYamlConfig, setPath, validateConfig, type ConfigTree } from "../config/tree.js";
 import { handleInterrupts } from "../interrupt.js";
 import { style } from "../term.js";
+
+/** The flags of `agentrl rollout` as commander parses them; src/cli/commands/rollout.ts declares them. */
+export interface RolloutFlags {
+  config?: string;
+  data?: string;
+  model?: string;
+  server?: string[];
+  tools?: string;
+  interaction?: string;
+  n?: number;
+  concurrency?: number;
+  threads?: number;
+  limit?: number;
+  out?: string;
+  format?: string;
+  temperature?: number;
+  maxTurns?: number;
+  reward?: string;
+  rewardName?: string;
+  seed?: number;
+  overSampleRate?: number;
+  set?: string[];
+  apiKey?: string;
+  engine?: "embedded" | "sglang";
+  resume?: boolean;
+  keepFailed?: boolean;
+  force?: boolean;
+  dryRun?: boolean;
+  json?: boolean;
+  quiet?: boolean;
+}
 
 /** The effective config: file, then --set, then flags (flags win). */
 export async function resolveRolloutConfig(flags: RolloutFlags): Promise<RolloutConfig> {

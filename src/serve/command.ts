@@ -6,13 +6,30 @@
  */
 import { ExitError, UsageError } from "../errors.js";
 import { handleInterrupts } from "../interrupt.js";
-import type { ServeFlags } from "../cli/commands/serve.js";
 import { checkExecutable } from "../data/input-file.js";
 import { checkOutputPath } from "../data/output-path.js";
 import { describeExit, type ProcessExit } from "../process/index.js";
 import { ServerStartError } from "./errors.js";
 import { startFleet } from "./fleet.js";
 import { startInferenceServer } from "./inference-server.js";
+
+/** The flags of `agentrl serve` as commander parses them; src/cli/commands/serve.ts declares them. */
+export interface ServeFlags {
+  engine: string;
+  model?: string;
+  port: number;
+  host: string;
+  gpus?: number[];
+  tp?: number;
+  dp?: number;
+  colocated?: boolean;
+  apiKey?: string;
+  python?: string;
+  logFile?: string;
+  startupTimeout: number;
+  quiet?: boolean;
+  replicas?: number;
+}
 
 /** One inference server, or several SGLang servers behind the router: what serve waits on and stops. */
 interface Running {

@@ -5,7 +5,6 @@
  * Ctrl-C and resuming work as in `train` (train/session.ts).
  */
 import { style } from "../term.js";
-import type { SftFlags } from "../cli/commands/sft.js";
 import { printDryRun } from "../train/console.js";
 import { TrainingProcesses } from "../train/processes.js";
 import { resumeCommand } from "../train/resume-hint.js";
@@ -15,6 +14,19 @@ import { sftConfigSchema, sftTotalSteps, sftWarmupSteps, sftWorkerConfig, type S
 import { describeData, loadSftInputs, type SftInputs } from "./inputs.js";
 import { sftLoop, modelDirOf } from "./loop.js";
 import { sftReporter } from "./reporter.js";
+
+/** The flags of `agentrl sft` as commander parses them; src/cli/commands/sft.ts declares them. */
+export interface SftFlags {
+  config?: string;
+  set?: string[];
+  steps?: number;
+  name?: string;
+  resume?: boolean;
+  force?: boolean;
+  dryRun?: boolean;
+  json?: boolean;
+  quiet?: boolean;
+}
 
 export async function resolveSftConfig(flags: SftFlags): Promise<SftConfig> {
   return resolveRunConfig(sftConfigSchema, "sft", flags, "pass --config FILE (see examples/cpu-demo-sft.yaml)");

@@ -8,7 +8,6 @@ import { InputError } from "../errors.js";
 import { style } from "../term.js";
 import { readApiKey, makeClient } from "../rollout/setup.js";
 import type { RolloutSection } from "../rollout/config.js";
-import type { TrainFlags } from "../cli/commands/train.js";
 import { setPath } from "../config/tree.js";
 import { trainConfigSchema, totalSteps, type TrainConfig } from "./config.js";
 import { printTrainDryRun } from "./dry-run.js";
@@ -21,6 +20,23 @@ import { runDirOf, type RunDir } from "./run-dir.js";
 import { prepareRunFolder, resolveRunConfig, superviseRun, type PreparedRun } from "./session.js";
 import type { MetricsSink } from "./tensorboard.js";
 import { grpoWorkerConfig } from "./worker-config.js";
+
+/** The flags of `agentrl train` as commander parses them; src/cli/commands/train.ts declares them. */
+export interface TrainFlags {
+  config?: string;
+  set?: string[];
+  engine?: "embedded" | "sglang";
+  server?: string[];
+  colocate?: boolean;
+  steps?: number;
+  name?: string;
+  resume?: boolean;
+  force?: boolean;
+  dryRun?: boolean;
+  json?: boolean;
+  quiet?: boolean;
+  apiKey?: string;
+}
 
 export async function resolveTrainConfig(flags: TrainFlags): Promise<TrainConfig> {
   const config = await resolveRunConfig(trainConfigSchema, "train", flags, "pass --config FILE (see examples/ for ready ones)", (tree) => {

@@ -1,36 +1,6 @@
 import { Command, Option } from "commander";
 import { collect, nonNegativeNumber, positiveInt } from "../flag-values.js";
-
-
-export interface RolloutFlags {
-  config?: string;
-  data?: string;
-  model?: string;
-  server?: string[];
-  tools?: string;
-  interaction?: string;
-  n?: number;
-  concurrency?: number;
-  threads?: number;
-  limit?: number;
-  out?: string;
-  format?: string;
-  temperature?: number;
-  maxTurns?: number;
-  reward?: string;
-  rewardName?: string;
-  seed?: number;
-  overSampleRate?: number;
-  set?: string[];
-  apiKey?: string;
-  engine?: "embedded" | "sglang";
-  resume?: boolean;
-  keepFailed?: boolean;
-  force?: boolean;
-  dryRun?: boolean;
-  json?: boolean;
-  quiet?: boolean;
-}
+import type { RolloutFlags } from "../../rollout/command.js";
 
 export function registerRollout(program: Command): void {
   program

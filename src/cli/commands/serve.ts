@@ -1,24 +1,7 @@
 import type { Command } from "commander";
 import { UsageError } from "../../errors.js";
 import { integerAtLeast } from "../flag-values.js";
-
-export interface ServeFlags {
-  engine: string;
-  model?: string;
-  port: number;
-  host: string;
-  gpus?: number[];
-  tp?: number;
-  dp?: number;
-  colocated?: boolean;
-  apiKey?: string;
-  python?: string;
-  logFile?: string;
-  startupTimeout: number;
-  quiet?: boolean;
-  replicas?: number;
-}
-
+import type { ServeFlags } from "../../serve/command.js";
 
 const gpuList = (value: string) => {
   const ids = value.split(",").map((part) => part.trim());

@@ -1,17 +1,6 @@
 import { Command } from "commander";
 import { collect, positiveInt } from "../flag-values.js";
-
-export interface SftFlags {
-  config?: string;
-  set?: string[];
-  steps?: number;
-  name?: string;
-  resume?: boolean;
-  force?: boolean;
-  dryRun?: boolean;
-  json?: boolean;
-  quiet?: boolean;
-}
+import type { SftFlags } from "../../sft/command.js";
 
 export function registerSft(program: Command): void {
   program

@@ -1,22 +1,6 @@
 import { Command } from "commander";
 import { collect, positiveInt } from "../flag-values.js";
-
-
-export interface TrainFlags {
-  config?: string;
-  set?: string[];
-  engine?: "embedded" | "sglang";
-  server?: string[];
-  colocate?: boolean;
-  steps?: number;
-  name?: string;
-  resume?: boolean;
-  force?: boolean;
-  dryRun?: boolean;
-  json?: boolean;
-  quiet?: boolean;
-  apiKey?: string;
-}
+import type { TrainFlags } from "../../train/command.js";
 
 export function registerTrain(program: Command): void {
   program
