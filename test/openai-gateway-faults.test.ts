@@ -51,6 +51,46 @@ function sumThenAnswer(chat: ChatModel): RespondFn {
   };
 }
 
+describe("request options: max_tokens, tool_choice none, stop, and max_assistant_turns across requests", () => {
+  let run: Awaited<ReturnType<typeof rollout>>;
+  let generates: Array<{ sampling_params: Record<string, unknown> }>;
+  beforeAll(async () => {
+    const before = fake.stats.log.length;
+    run = await rollout("options", await writeRows(f("options.parquet"), ["options"]), { options: jsAgent("requestOptions") }, [
+      "multi_turn: {max_assistant_turns: 3}",
+    ]);
+    generates = fake.stats.log.slice(before).filter((e) => e.path === "/generate").map((e) => e.body as (typeof generates)[number]);
+  });
+
+  it("a max_tokens cut is finish_reason length, and the trajectory goes on", () => {
+    expect(run.result.code, run.result.stderr).toBe(0);
+    for (const t of run.trajectories) {
+      const { capped } = extra(t);
+      expect(capped).toMatchObject({ finish_reason: "length", tool_calls: 0, usage: { completion_tokens: 3 } });
+      expect(toolCall(answerOf(0)).startsWith(capped.content)).toBe(true);
+    }
+    expect(generates.map((g) => g.sampling_params["max_new_tokens"]).slice(0, 2)).toEqual([3, 3]);
+  });
+
+  it("tool_choice none returns the call the model wrote as text, unparsed", () => {
+    for (const t of run.trajectories) expect(extra(t).unparsed).toMatchObject({ finish_reason: "stop", tool_calls: 0, content: toolCall(answerOf(0)) });
+  });
+
+  it("stop strings go to the engine with the turn's own cap", () => {
+    const stopped = generates.filter((g) => g.sampling_params["stop"] !== undefined);
+    expect(stopped.map((g) => [g.sampling_params["stop"], g.sampling_params["max_new_tokens"]])).toEqual([[["\n"], 50], [["\n"], 50]]);
+  });
+
+  it("a request past max_assistant_turns is a 409 and the trajectory ends completed, max_assistant_turns", () => {
+    for (const t of run.trajectories) {
+      expect(extra(t).over).toEqual({ status: 409, code: "trajectory_ended" });
+      expect([t.status, t.finish_reason, t.assistant_turns]).toEqual(["completed", "max_assistant_turns", 3]);
+      // The cut turn was closed with the end-of-turn token (mask 0) before the next user message.
+      expect(t.response_mask.filter((m) => m === 1).length).toBe(t.segments.filter((s) => s.kind === "assistant").reduce((n, s) => n + s.end - s.start, 0));
+    }
+  });
+});
+
 /** `agentrl rollout --n 2` with `loops` registered under actor_rollout_ref.rollout.agent.agent_loops. */
 async function rollout(name: string, data: string, loops: Record<string, Record<string, unknown>>, rolloutLines: string[] = []) {
   const config = f(`${name}.yaml`);
