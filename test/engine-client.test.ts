@@ -513,3 +513,43 @@ describe("SglangClient: weight updates without disk (request shapes)", () => {
     expect(bodyOf(server, "/update_weights_from_tensor")).toEqual({ serialized_named_tensors: ["gASV", "gASV"], flush_cache: false, load_format: "direct" });
   });
 });
+
+describe("SglangClient: the engine's busy time", () => {
+  it("counts the time with at least one request outstanding once, however many overlap, and no idle time (injected clock)", async () => {
+    let now = 0;
+    const gates = new Map([1, 2, 3].map((id) => [id, gate()]));
+    const server = await fake({ respond: async (inputIds) => (await gates.get(inputIds[0]!)!.opened, [7, 151645]) });
+    const c = client({ servers: [server.url], clock: () => now });
+    const a = c.generate(turn([1]));
+    await expect.poll(() => server.inFlight()).toBe(1);
+    now = 50;
+    const b = c.generate(turn([2]));
+    await expect.poll(() => server.inFlight()).toBe(2);
+    now = 100;
+    gates.get(1)!.open();
+    await a;
+    now = 120;
+    expect(c.busySeconds()).toBeCloseTo(0.12, 9); // the stretch still open counts
+    now = 150;
+    gates.get(2)!.open();
+    await b;
+    now = 300;
+    expect(c.busySeconds()).toBeCloseTo(0.15, 9); // 0..150 once, not 100 + 100; nothing since
+    const d = c.generate(turn([3]));
+    await expect.poll(() => server.inFlight()).toBe(1);
+    now = 320;
+    gates.get(3)!.open();
+    await d;
+    expect(c.busySeconds()).toBeCloseTo(0.17, 9);
+  });
+
+  it("on a real clock, two 100 ms requests sent together are busy about 100 ms, within the wall time, not 200", async () => {
+    const server = await fake({ latencyMs: 100 });
+    const c = client({ servers: [server.url] });
+    const started = performance.now();
+    await Promise.all([c.generate(turn()), c.generate(turn())]);
+    const wall = (performance.now() - started) / 1000;
+    expect(c.busySeconds()).toBeGreaterThanOrEqual(0.09);
+    expect(c.busySeconds()).toBeLessThanOrEqual(wall);
+  });
+});

@@ -408,6 +408,12 @@ describe("bad input is exit 2 with the place named", () => {
   });
 });
 
+const STEP_TIMINGS = {
+  "timing_s/step": 2, "timing_s/gen": 1, "timing_s/gen_engine_busy": 0.75, "timing_s/gen_client": 0.25, "timing_s/old_log_prob": 0.5,
+  "timing_s/old_log_prob_actor": 0.3, "timing_s/ref": 0.2, "timing_s/update_actor": 0.4, "timing_s/forward_backward": 0.3,
+  "timing_s/optimizer": 0.1, "timing_s/update_weights": 0.05, "timing_s/record": 0.02,
+};
+
 describe("a run folder", () => {
   let run: string;
   beforeAll(async () => {
@@ -427,9 +433,12 @@ describe("a run folder", () => {
         "response_length/mean": 100 + step,
         // tool use collapses: 1.5 calls per trajectory early, none at the end
         "tool/calls_per_traj": step <= 4 ? 1.5 : Math.max(0, 1.5 - 0.4 * (step - 4)),
+        // the step budget: 2 s a step (4 s at step 10, its engine 2 s slower), 0.03 s of it measured by no part
+        ...STEP_TIMINGS,
+        ...(step === 10 ? { "timing_s/step": 4, "timing_s/gen_engine_busy": 2.75 } : {}),
       }));
     }
-    lines.push(JSON.stringify({ step: 10, "val-core/openai/gsm8k/acc/mean@1": 0.5 }));
+    lines.push(JSON.stringify({ step: 10, "val-core/openai/gsm8k/acc/mean@1": 0.5, "timing_s/testing": 4 }));
     writeFileSync(path.join(run, "metrics.jsonl"), `${lines.join("\n")}\n`);
     for (const step of [1, 2]) {
       const writer = await openTrajectoryWriter(path.join(run, "rollouts", `step-00000${step}.parquet`));
@@ -458,7 +467,19 @@ describe("a run folder", () => {
     expect(result.stdout).toMatch(/val_accuracy\s+[▁▂▃▄▅▆▇█]+/);
     expect(result.stdout).toContain("grad norm spike at step 9: actor/grad_norm = 3 vs median 0.3000 of the steps before");
     expect(result.stdout).toContain("rollouts for steps: 1, 2");
+    // The step budget: median and mean per part, its share of the mean step; validation outside the step.
+    expect(result.stdout).toContain("step budget over 10 steps: median step 2 s (mean 2.200 s)");
+    expect(result.stdout).toMatch(/generation: engine busy\s+│ 0\.750\s+│ 0\.950\s+│ 43\.2%/);
+    expect(result.stdout).toMatch(/log-probs: reference\s+│ 0\.200\s+│ 0\.200\s+│ 9\.1%/);
+    expect(result.stdout).toMatch(/other\s+│ 0\.030\s+│ 0\.030\s+│ 1\.4%/);
+    expect(result.stdout).toMatch(/validation \(not in the step\), 1×\s+│ 4\s+│ 4\s+│ –/);
     const json = await inspectJson([run]);
+    expect(json.budget.steps).toBe(10);
+    expect(json.budget.rows.map((r: { key: string | null }) => r.key)).toEqual([
+      "timing_s/gen_engine_busy", "timing_s/gen_client", "timing_s/old_log_prob_actor", "timing_s/ref", "timing_s/forward_backward",
+      "timing_s/optimizer", "timing_s/update_weights", "timing_s/record", null, "timing_s/testing",
+    ]);
+    expect(json.budget.rows.at(-1)).toMatchObject({ median: 4, share: null, steps: 1 });
     expect(json.curves.find((c: { name: string }) => c.name === "reward").points).toHaveLength(10);
     expect(json.curves.find((c: { name: string }) => c.name === "val_accuracy")).toMatchObject({
       key: "val-core/openai/gsm8k/acc/mean@1",

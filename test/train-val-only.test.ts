@@ -50,6 +50,7 @@ describe("agentrl train with trainer.val_only", () => {
     expect(metrics[0]![VAL_REWARD]).toBe(validation[0]![VAL_REWARD]);
     // The default vault reward is correctness only, so validation accuracy equals validation reward.
     expect(metrics[0]![VAL_ACC]).toBe(metrics[0]![VAL_REWARD]);
+    expect(metrics[0]!["timing_s/testing"]).toBeGreaterThan(0);
     const validated = [];
     for await (const t of readTrajectories(path.join(runDir, "rollouts", `val-${pad6(0)}.parquet`))) validated.push(t);
     expect(validated).toHaveLength(4);
@@ -111,6 +112,16 @@ describe("agentrl train with trainer.val_only", () => {
     expect(stepMetrics!["actor/lr"]).toBeCloseTo((0 + 5e-3) / 2, 9); // the demo's lr is 5e-3
     const stepLine = trained.stdout.split("\n").find((l) => l.startsWith("step "));
     expect(stepLine).toMatch(/\| reward -?\d+\.\d{3} \| acc \d\.\d{3} \| kl -?\d+\.\d{2,3}(e[-+]\d+)? \| grad_norm \d+\.\d{3} \|/);
+    // The step budget reaches the metrics line, the worker's parts included, and the step line shows the split.
+    for (const part of [
+      "gen", "gen_engine_busy", "gen_client", "batch_write", "batch_read", "old_log_prob", "old_log_prob_actor", "ref", "log_prob_save",
+      "update_actor", "forward_backward", "optimizer", "update_weights", "record", "step",
+    ]) {
+      expect(stepMetrics![`timing_s/${part}`], part).toBeGreaterThanOrEqual(0);
+    }
+    expect(stepMetrics!["timing_s/gen_engine_busy"]).toBeGreaterThan(0);
+    expect(stepMetrics!["timing_s/testing"]).toBeUndefined(); // test_freq -1: no validation
+    expect(stepLine).toMatch(/\(gen \d+\.\ds \[engine \d+\.\ds\], log-prob \d+\.\ds, update \d+\.\ds, sync \d+\.\ds\)/);
     const config = readFileSync(path.join(runDir, "config.yaml"), "utf8");
 
     const result = await runCli([...demoArgs(runDir), "--resume", "--set", "trainer.val_only=true"], { timeoutMs: RUN_TIMEOUT_MS });
@@ -120,7 +131,9 @@ describe("agentrl train with trainer.val_only", () => {
     const metrics = readMetrics(runDir);
     expect(metrics.map((m) => m.step)).toEqual([1, 1]); // the training step's line, then the validation's
     expect(metrics[0]!["actor/pg_loss"]).toEqual(expect.any(Number));
-    expect(Object.keys(metrics[1]!).filter((k) => !k.startsWith("val-core/")).sort()).toEqual(["step", "time"]);
+    // Validation's own timer (timing_s/testing) and nothing of a training step's.
+    expect(Object.keys(metrics[1]!).filter((k) => !k.startsWith("val-core/")).sort()).toEqual(["step", "time", "timing_s/testing"]);
+    expect(metrics[1]!["timing_s/testing"]).toBeGreaterThan(0);
     // The checkpoint's weights were pushed to the engine before validating: the trajectories say so.
     const validated = [];
     for await (const t of readTrajectories(path.join(runDir, "rollouts", `val-${pad6(1)}.parquet`))) validated.push(t);

@@ -12,6 +12,7 @@ import { formatIssues } from "../zod-issues.js";
 import { EngineConnectionError, EngineServerError } from "./errors.js";
 import { sendAttempt, type AttemptOutcome } from "./http.js";
 import { AdaptiveLimit, type LoadSignal } from "./adaptive-limit.js";
+import { BusyTime } from "./busy-time.js";
 import { ServerPool } from "./pool.js";
 import type { ServerLoads } from "./server-loads.js";
 import { backoffDelayMs, retryAfterMs, sleep } from "./retry.js";
@@ -78,6 +79,8 @@ export interface SglangClientOptions {
   dispatcher?: Dispatcher;
   /** Randomness for jitter. @default Math.random */
   random?: () => number;
+  /** Milliseconds, for the engine's busy time (busySeconds). @default performance.now */
+  clock?: () => number;
 }
 
 const DEFAULTS = {
@@ -152,7 +155,7 @@ type Verdict =
   | { action: "fail"; error: EngineConnectionError | EngineServerError };
 
 export class SglangClient {
-  private readonly options: Required<Omit<SglangClientOptions, "apiKey" | "dispatcher" | "workers" | "serverLoads">>;
+  private readonly options: Required<Omit<SglangClientOptions, "apiKey" | "dispatcher" | "workers" | "serverLoads" | "clock">>;
   private readonly workers: string[];
   private readonly pool: ServerPool;
   private readonly limit: AdaptiveLimit;
@@ -161,6 +164,7 @@ export class SglangClient {
   // A private class field, so neither console.log(client) nor JSON.stringify(client) shows the key.
   readonly #apiKey: string | undefined;
   private readonly pendingAborts = new Set<Promise<void>>();
+  private readonly busy: BusyTime;
   /** Pauses opened plus pauses closed (pauseGeneration, continueGeneration): odd while generation is paused. */
   private pauseEdges = 0;
   private readonly counters = {
@@ -195,6 +199,7 @@ export class SglangClient {
       enabled: this.options.adaptiveConcurrency,
     });
     this.#apiKey = options.apiKey;
+    this.busy = new BusyTime(options.clock);
     this.pool = new ServerPool(this.options.servers, {
       unhealthyCooldownMs: this.options.unhealthyCooldownMs,
       maxStickyKeys: Math.max(10_000, this.options.concurrency * 4),
@@ -246,6 +251,7 @@ export class SglangClient {
       const pausesAtSend = this.pauseEdges;
       this.counters.requests++;
       this.pool.acquire(server);
+      this.busy.begin();
       let outcome: AttemptOutcome;
       try {
         outcome = await sendAttempt({
@@ -258,6 +264,7 @@ export class SglangClient {
           ...(req.signal ? { signal: req.signal } : {}),
         });
       } finally {
+        this.busy.end();
         this.pool.release(server);
       }
       const verdict = this.judge(outcome, server, rid, attempt + 1);
@@ -415,6 +422,14 @@ export class SglangClient {
   /** Drops a finished trajectory's server pin. */
   forgetStickyKey(stickyKey: string): void {
     this.pool.forget(stickyKey);
+  }
+
+  /**
+   * Seconds, since the client started, during which at least one /generate attempt of this client was outstanding at
+   * a server (busy-time.ts): read it before and after a window for the engine's busy share of that window.
+   */
+  busySeconds(): number {
+    return this.busy.seconds();
   }
 
   stats(): EngineStats {

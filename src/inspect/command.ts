@@ -25,6 +25,7 @@ import { InspectStats, type InspectSummary } from "./summary.js";
 import { renderSummary } from "./summary-view.js";
 import { buildTokenView, renderTokens, type DecodeToken } from "./tokens.js";
 import { curveOf, defaultCurves, metricKeys, renderCurves, runAlerts, type Curve } from "./curves.js";
+import { renderBudget, stepBudget } from "./budget.js";
 import { filterColumns, isFiltering, makeFilter, matches, type TrajectoryFilter } from "./where.js";
 import { readTrajectoryRows, streamTrajectoryColumns } from "./columnar.js";
 import { GAP_COLUMNS, SUMMARY_COLUMNS, type TrajectoryRecord } from "./record.js";
@@ -302,14 +303,17 @@ async function runOverview(dir: string, metricNames: string[], look: Look) {
   }
   const alerts = runAlerts(rows);
   const lastStep = rows.at(-1)?.step ?? null;
+  const budget = stepBudget(rows);
   const text = [
     `run ${dir} · ${rows.length} step${rows.length === 1 ? "" : "s"} of metrics${lastStep !== null ? ` (last: step ${lastStep})` : ""}`,
     renderCurves(curves, alerts, look, { charts: metricNames.length > 0 }),
+    // The overview's, not --metric's charts.
+    ...(budget && metricNames.length === 0 ? [renderBudget(budget, look)] : []),
     steps.length
       ? `rollouts for steps: ${describeSteps(steps)} · inspect one with --step K, compare two with --diff K1 K2`
       : "no rollouts saved yet",
   ].join("\n");
-  return { text, json: { path: dir, steps: rows.map((r) => r.step), rollout_steps: steps, curves, alerts } };
+  return { text, json: { path: dir, steps: rows.map((r) => r.step), rollout_steps: steps, curves, alerts, budget } };
 }
 
 async function diffView(dir: string, steps: [number, number], filter: TrajectoryFilter, look: Look) {

@@ -25,18 +25,23 @@ export interface GenerationDeps {
   reporter: TrainReporter;
   /** rollout.max_concurrency: trajectories in flight across all of fully_async's groups. */
   maxConcurrency: number;
+  /** The engine client's busy seconds so far (SglangClient.busySeconds), read around each generation window. */
+  engineBusy?: () => number;
 }
 
-export function trainGenerator({ prompts, cursor, draws, rollout, plan, reporter, maxConcurrency }: GenerationDeps): TrainGenerator {
+export function trainGenerator(deps: GenerationDeps): TrainGenerator {
+  const { prompts, cursor, draws, rollout, plan, reporter, maxConcurrency } = deps;
+  const engineBusy = deps.engineBusy ?? (() => 0);
   const tickets = new WeakMap<RolloutBatch, number[]>();
   const slots = new Semaphore(Math.max(1, maxConcurrency));
   let groups = 0;
   let handedAt = performance.now();
+  let busyAtHanded = engineBusy();
   return {
     async batch(step, signal) {
       const ticket = draws.add();
       reporter.phase(step, "rollout");
-      const batch = await rolloutBatch(step, { prompts, cursor }, rollout, plan, signal);
+      const batch = await rolloutBatch(step, { prompts, cursor }, rollout, plan, signal, engineBusy);
       tickets.set(batch, [ticket]);
       return batch;
     },
@@ -51,8 +56,10 @@ export function trainGenerator({ prompts, cursor, draws, rollout, plan, reporter
     },
     assemble(_step, kept, discarded) {
       const now = performance.now();
-      const batch = assembleBatch(kept, discarded, (now - handedAt) / 1000);
+      const busy = engineBusy();
+      const batch = assembleBatch(kept, discarded, (now - handedAt) / 1000, busy - busyAtHanded);
       handedAt = now;
+      busyAtHanded = busy;
       tickets.set(batch, [...kept, ...discarded].flatMap((group) => tickets.get(group) ?? []));
       return batch;
     },

@@ -1,15 +1,14 @@
 /**
  * The GRPO loop. Each step: rollout (prompts from the seeded cursor, n trajectories each, groups with equal rewards
  * dropped and refilled), scoring (the step's metrics), the update in the worker (log-probs, advantages, losses), weight
- * sync to the engine, then the step's record: its rollouts, its metrics line, validation and a checkpoint when due.
+ * sync to the engine, then the step's record (step-trainer.ts): its rollouts, its metrics line with the step's time
+ * budget, validation and a checkpoint when due.
  * When generation runs relative to training is async_training.mode's (schedule/): after the step (sync), during the
  * previous step's update (one_step_off), or all the time (fully_async). Each stage is a module of its own; this file
  * wires them. The same code runs the CPU demo and an 8×H100 run.
  */
 import { AgentrlError } from "../errors.js";
 import type { SglangClient } from "../engine/index.js";
-import type { Trajectory } from "../data/trajectory.js";
-import { openTrajectoryWriter } from "../data/trajectory-store.js";
 import type { Prompt } from "../rollout/sample.js";
 import type { RolloutParts } from "../rollout/setup.js";
 import type { WorkerClient } from "./worker/index.js";
@@ -17,12 +16,12 @@ import { totalSteps, type TrainConfig } from "./config.js";
 import { RunProgress, type RunOutcome } from "./checkpoint.js";
 import type { RunDir, RunState } from "./run-dir.js";
 import type { TrainReporter } from "./reporter.js";
-import { stepRollout, type RolloutBatch, type StepRollout } from "./rollout.js";
-import { trainGenerator, type TrainGenerator } from "./generation.js";
+import { stepRollout } from "./rollout.js";
+import { trainGenerator } from "./generation.js";
 import { PendingDraws } from "./pending-draws.js";
-import { runSchedule, stepScheduleMetrics, type Trainer } from "./schedule/index.js";
-import { batchMetrics } from "./step-metrics.js";
-import { updatePolicy, type UpdateResult } from "./update.js";
+import { runSchedule } from "./schedule/index.js";
+import { stepTrainer, timedValidation, validationDue, type TrainStages } from "./step-trainer.js";
+import { updatePolicy } from "./update.js";
 import { releaseEngineMemory, StepSync, WeightSync } from "./weight-sync.js";
 import { validate } from "./validate.js";
 
@@ -63,12 +62,12 @@ export async function trainLoop(options: TrainLoopOptions): Promise<RunOutcome> 
     if (config.trainer.val_only) {
       // verl's trainer.val_only: validate the current weights (model.path, or the checkpoint resumed from), log the
       // metrics line at the current step, and stop before the first training step.
-      const metrics = await stages.validate(progress.step);
+      const metrics = await timedValidation(stages, progress.step);
       if (stop.aborted) return progress.outcome(true); // partial: not logged
       stages.record(progress.step, metrics);
       return progress.outcome(false);
     }
-    if (progress.step === 0 && config.trainer.val_before_train) stages.record(0, await stages.validate(0));
+    if (progress.step === 0 && config.trainer.val_before_train) stages.record(0, await timedValidation(stages, 0));
     if (progress.step < total && !stop.aborted) await trainSteps(progress.step + 1, total, stages, draws, options);
     // Prompts drawn for steps that were not trained go back: the resumed run takes them again.
     progress.cursor.restore(draws.checkpoint());
@@ -90,6 +89,7 @@ async function trainSteps(first: number, last: number, stages: TrainStages, draw
   const generator = trainGenerator({
     prompts: options.trainPrompts, cursor: stages.progress.cursor, draws, rollout: stages.trainRollout, plan, reporter: options.reporter,
     maxConcurrency: rollout.max_concurrency,
+    engineBusy: () => options.client.busySeconds(),
   });
   await runSchedule({
     mode: config.async_training.mode,
@@ -109,76 +109,6 @@ async function trainSteps(first: number, last: number, stages: TrainStages, draw
       maxDiscardedPerStep: (filter.enable ? filter.max_num_gen_batches : 1) * config.data.train_batch_size,
     },
   });
-}
-
-/** The trainer side of a step: update and sync (train), then the step's record (finish) while generation goes on. */
-function stepTrainer(total: number, stages: TrainStages, generator: TrainGenerator, options: TrainLoopOptions): Trainer<RolloutBatch> {
-  const { config, runDir, reporter, stop } = options;
-  const { progress } = stages;
-  const updates = new Map<number, Record<string, number>>();
-  let stepStarted = performance.now();
-  /** Updates the engine has not received (trigger_parameter_sync_step > 1, or a failed sync). */
-  let unsynced = false;
-  return {
-    async train(step, batch, sync) {
-      generator.taken(batch);
-      const metrics: Record<string, number> = {};
-      let synced = true;
-      if (batch.kept.length > 0) {
-        const update = await stages.update(step, batch.kept);
-        Object.assign(metrics, update.metrics, update.timing);
-        unsynced = true;
-      } else {
-        reporter.note(`step ${step}: no trajectory to train on (all groups dropped or failed); weights unchanged`);
-      }
-      if (sync && unsynced) {
-        const t0 = performance.now();
-        synced = await stages.sync(step); // the next step samples from the updated policy
-        unsynced = !synced;
-        metrics["timing_s/update_weights"] = (performance.now() - t0) / 1000;
-        metrics["weight_sync/failed"] = synced ? 0 : 1;
-      }
-      updates.set(step, metrics);
-      return { synced };
-    },
-    async finish(step, batch, report) {
-      const metrics = batchMetrics(batch, config.data.max_response_length, step);
-      Object.assign(metrics, updates.get(step), stepScheduleMetrics(report), { "timing_s/gen": batch.seconds });
-      updates.delete(step);
-      await writeRollouts(runDir.rolloutFile(step), batch.all);
-      progress.step = step;
-      const last = step >= total;
-      if (validationDue(config.trainer.test_freq, step, total)) Object.assign(metrics, await stages.validate(step));
-      metrics["timing_s/step"] = (performance.now() - stepStarted) / 1000;
-      const weightVersion = Number(progress.weightVersion ?? NaN);
-      if (Number.isFinite(weightVersion)) metrics.weight_version = weightVersion;
-      stages.record(step, metrics);
-      reporter.stepDone(step, metrics);
-      if (progress.due(config.trainer.save_freq, last, stop.aborted)) await stages.checkpoint();
-      stepStarted = performance.now();
-    },
-  };
-}
-
-/** trainer.test_freq: validate every test_freq steps and after the last. */
-function validationDue(testFreq: number, step: number, last: number): boolean {
-  return testFreq > 0 && (step % testFreq === 0 || step >= last);
-}
-
-/** The stages of a step, each given the slice of the run it needs. */
-interface TrainStages {
-  progress: RunProgress;
-  worker(): WorkerClient;
-  trainRollout: StepRollout;
-  update(step: number, kept: Trajectory[]): Promise<UpdateResult>;
-  /** The sync after step's update; false when the servers refused it and keep serving the version they had. */
-  sync(step: number): Promise<boolean>;
-  /** The sync that makes the engine serve a resumed checkpoint: nothing generates yet, and a failure stops the run. */
-  resumeSync(step: number): Promise<void>;
-  validate(step: number): Promise<Record<string, number>>;
-  checkpoint(): Promise<void>;
-  /** Appends a metrics line (metrics.jsonl, TensorBoard). */
-  record(step: number, metrics: Record<string, number>): void;
 }
 
 function trainStages(options: TrainLoopOptions, progress: RunProgress): TrainStages {
@@ -229,11 +159,4 @@ function trainStages(options: TrainLoopOptions, progress: RunProgress): TrainSta
       options.onMetrics?.(line);
     },
   };
-}
-
-/** The step's trajectories, every round's, as its rollout file (agentrl inspect reads it). */
-async function writeRollouts(file: string, trajectories: readonly Trajectory[]): Promise<void> {
-  const writer = await openTrajectoryWriter(file, { force: true });
-  for (const t of trajectories) await writer.write(t);
-  await writer.close();
 }

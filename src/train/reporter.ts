@@ -40,13 +40,25 @@ const small3 = (x: number | undefined) => (x !== undefined && x !== 0 && Math.ab
  * because a collapse shows there first: KL and grad norm climb while the reward falls.
  */
 function stepLine(step: number, total: number, m: Record<string, number>): string {
-  const timing = `${formatDuration((m["timing_s/step"] ?? 0) * 1000)} (gen ${(m["timing_s/gen"] ?? 0).toFixed(1)}s, train ${((m["timing_s/old_log_prob"] ?? 0) + (m["timing_s/update_actor"] ?? 0)).toFixed(1)}s, sync ${(m["timing_s/update_weights"] ?? 0).toFixed(1)}s)`;
   return (
     `step ${String(step).padStart(4)}/${total} | reward ${f3(m["critic/rewards/mean"])} | acc ${f3(m["acc/mean"])} | ` +
     `kl ${small3(m["actor/kl_loss"] ?? m["actor/ppo_kl"])} | grad_norm ${f3(m["actor/grad_norm"])} | ` +
     `pg_loss ${f3(m["actor/pg_loss"])} | clip ${f3(m["actor/pg_clipfrac"])} | ` +
-    `len ${Math.round(m["response_length/mean"] ?? 0)} | turns ${f3(m["num_turns/mean"])} | tools ${f3(m["tool/calls_per_traj"])} | ${timing}` +
+    `len ${Math.round(m["response_length/mean"] ?? 0)} | turns ${f3(m["num_turns/mean"])} | tools ${f3(m["tool/calls_per_traj"])} | ${timingPart(m)}` +
     asyncPart(m)
+  );
+}
+
+/**
+ * The step's time and its budget: generation (with the engine's busy share), the log-prob pass, the update, the sync;
+ * validation, which timing_s/step leaves out, after it when the step validated. `inspect RUN` has the full split.
+ */
+function timingPart(m: Record<string, number>): string {
+  const s = (key: string) => `${(m[key] ?? 0).toFixed(1)}s`;
+  const val = m["timing_s/testing"] !== undefined ? ` + val ${s("timing_s/testing")}` : "";
+  return (
+    `${formatDuration((m["timing_s/step"] ?? 0) * 1000)} (gen ${s("timing_s/gen")} [engine ${s("timing_s/gen_engine_busy")}], ` +
+    `log-prob ${s("timing_s/old_log_prob")}, update ${s("timing_s/update_actor")}, sync ${s("timing_s/update_weights")})${val}`
   );
 }
 

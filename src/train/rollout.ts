@@ -29,8 +29,14 @@ export interface RolloutBatch {
   /** Aborted or never started by over-sampling. */
   overSampleAborted: number;
   loneGroups: number;
-  /** Time spent generating (timing_s/gen). */
+  /** Time spent generating (timing_s/gen): the step's generation window. */
   seconds: number;
+  /**
+   * Of `seconds`, the time with at least one /generate request outstanding at the engine (timing_s/gen_engine_busy;
+   * the client's SglangClient.busySeconds over the same window, so in the async modes any request the client sent in
+   * that window counts, a validation's included).
+   */
+  engineBusySeconds: number;
 }
 
 export interface BatchPlan {
@@ -46,10 +52,12 @@ export async function rolloutBatch(
   rollout: StepRollout,
   plan: BatchPlan,
   stop: AbortSignal,
+  engineBusy: () => number = () => 0,
 ): Promise<RolloutBatch> {
-  const batch: RolloutBatch = { kept: [], all: [], keptGroups: 0, droppedGroups: 0, rounds: 0, overSampleAborted: 0, loneGroups: 0, seconds: 0 };
+  const batch = emptyBatch(0, 0);
   const maxRounds = plan.filter.enable ? plan.filter.max_num_gen_batches : 1;
   const started = performance.now();
+  const busyAtStart = engineBusy();
   while (batch.keptGroups < plan.groups && batch.rounds < maxRounds && !stop.aborted) {
     const prompts = data.cursor.next(plan.groups - batch.keptGroups).map((index, position) => ({
       ...data.prompts[index]!,
@@ -67,7 +75,12 @@ export async function rolloutBatch(
     batch.loneGroups += selection.loneGroups;
   }
   batch.seconds = (performance.now() - started) / 1000;
+  batch.engineBusySeconds = engineBusy() - busyAtStart;
   return batch;
+}
+
+function emptyBatch(seconds: number, engineBusySeconds: number): RolloutBatch {
+  return { kept: [], all: [], keptGroups: 0, droppedGroups: 0, rounds: 0, overSampleAborted: 0, loneGroups: 0, seconds, engineBusySeconds };
 }
 
 /**
@@ -136,6 +149,8 @@ export async function rolloutGroup(
     overSampleAborted: result.overSampleAborted + result.overSampleNotStarted,
     loneGroups: selection.loneGroups,
     seconds: (performance.now() - started) / 1000,
+    // A group's own share of the engine is not separable from the others' in flight: assembleBatch measures the step's.
+    engineBusySeconds: 0,
   };
   return { value, keep: selection.keptGroups > 0 && !signal.aborted };
 }
@@ -143,10 +158,11 @@ export async function rolloutGroup(
 /**
  * fully_async: a step's batch from the groups the buffer handed out (`kept`) and those it discarded since the last
  * step (dropped stale, failed, equal rewards), which go to the rollout file only. `seconds` is the step's share of
- * generation: the wall time since the previous batch was handed out.
+ * generation: the wall time since the previous batch was handed out; `engineBusySeconds` the engine's busy time in
+ * that window.
  */
-export function assembleBatch(kept: readonly RolloutBatch[], discarded: readonly RolloutBatch[], seconds: number): RolloutBatch {
-  const batch: RolloutBatch = { kept: [], all: [], keptGroups: 0, droppedGroups: 0, rounds: 0, overSampleAborted: 0, loneGroups: 0, seconds };
+export function assembleBatch(kept: readonly RolloutBatch[], discarded: readonly RolloutBatch[], seconds: number, engineBusySeconds = 0): RolloutBatch {
+  const batch = emptyBatch(seconds, engineBusySeconds);
   for (const group of kept) {
     batch.kept.push(...group.kept);
     batch.keptGroups += group.keptGroups;

@@ -19,9 +19,14 @@ export interface BatchRows {
 }
 
 export interface UpdateResult {
-  /** The worker's metrics: log-prob pass, then update (actor/pg_loss, actor/grad_norm, ...). */
+  /**
+   * The worker's metrics: log-prob pass, then update (actor/pg_loss, actor/grad_norm, ...), with the parts each timed
+   * inside the worker (timing_s/old_log_prob_actor, timing_s/ref, timing_s/forward_backward, timing_s/optimizer, and
+   * timing_s/batch_read over both commands).
+   */
   metrics: Record<string, number>;
-  timing: { "timing_s/old_log_prob": number; "timing_s/update_actor": number };
+  /** As the CLI sees them: writing the batch file, then each worker command's wall time, messages included. */
+  timing: { "timing_s/batch_write": number; "timing_s/old_log_prob": number; "timing_s/update_actor": number };
 }
 
 export async function updatePolicy(
@@ -34,10 +39,12 @@ export async function updatePolicy(
   // logprobs-N after it.
   const batchFile = path.join(options.scratchDir, `batch-${step}.safetensors`);
   const logProbFile = path.join(options.scratchDir, `logprobs-${step}.safetensors`);
+  let t0 = performance.now();
   const { rows, mainRows } = batchRows(kept);
   await writeBatch(batchFile, rows, options.padTokenId);
+  const batchWriteSeconds = (performance.now() - t0) / 1000;
   options.reporter.phase(step, "log_prob");
-  let t0 = performance.now();
+  t0 = performance.now();
   const logProbs = await worker.computeLogProbs(batchFile, logProbFile);
   const oldLogProbSeconds = (performance.now() - t0) / 1000;
   options.reporter.phase(step, "update");
@@ -50,9 +57,17 @@ export async function updatePolicy(
   rmSync(batchFile, { force: true });
   rmSync(logProbFile, { force: true });
   return {
-    metrics: { ...logProbs.metrics, ...update.metrics },
-    timing: { "timing_s/old_log_prob": oldLogProbSeconds, "timing_s/update_actor": updateSeconds },
+    metrics: workerMetrics(logProbs.metrics, update.metrics),
+    timing: { "timing_s/batch_write": batchWriteSeconds, "timing_s/old_log_prob": oldLogProbSeconds, "timing_s/update_actor": updateSeconds },
   };
+}
+
+/** Both commands' metrics; each reads the batch file, so their timing_s/batch_read add up. */
+export function workerMetrics(logProbs: Record<string, number>, update: Record<string, number>): Record<string, number> {
+  const merged = { ...logProbs, ...update };
+  const read = "timing_s/batch_read";
+  if (read in logProbs || read in update) merged[read] = (logProbs[read] ?? 0) + (update[read] ?? 0);
+  return merged;
 }
 
 /**

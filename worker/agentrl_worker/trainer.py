@@ -6,9 +6,11 @@ import json
 import os
 import random
 import shutil
+import time
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 import torch.distributed as dist
@@ -237,47 +239,65 @@ class Trainer:
 
     @torch.no_grad()
     def compute_log_probs(self, batch_path: str, out_path: str) -> dict[str, Any]:
-        """Writes old_log_probs, entropy and (with a reference) ref_log_probs, all [B, T] float32, to out_path."""
-        batch = load_batch(batch_path)
-        size, seq_len = batch["input_ids"].shape
-        plan = self._plan(batch, list(range(size)))
+        """Writes old_log_probs, entropy and (with a reference) ref_log_probs, all [B, T] float32, to out_path. The
+        metrics time the parts (rank 0's view): reading the batch, the policy's and the reference's forwards (each
+        with its copies to the CPU), and gathering the ranks' rows into the file."""
+        timer = _Timer(self.device)
+        with timer.part("batch_read"):
+            batch = load_batch(batch_path)
+        plan = self._plan(batch, list(range(batch["input_ids"].shape[0])))
         results: dict[str, dict[int, Tensor]] = {"old_log_probs": {}, "entropy": {}, "ref_log_probs": {}}
         self.model.eval()
         for rows in plan.per_rank[self.rank]:
-            log_probs, entropy = self._forward(self.model, batch, rows)
-            ref = self._forward(self.ref, batch, rows, with_entropy=False)[0] if self.ref is not None else None
-            for i, row in enumerate(rows):
-                results["old_log_probs"][row] = log_probs[i].float().cpu()
-                results["entropy"][row] = entropy[i].float().cpu()  # type: ignore[index]
-                if ref is not None:
-                    results["ref_log_probs"][row] = ref[i].float().cpu()
-        gathered: list[Any] | None = [None] * self.world if self.rank == 0 else None
-        dist.gather_object(results, gathered, dst=0)
+            with timer.part("old_log_prob_actor"):
+                log_probs, entropy = self._forward(self.model, batch, rows)
+                for i, row in enumerate(rows):
+                    results["old_log_probs"][row] = log_probs[i].float().cpu()
+                    results["entropy"][row] = entropy[i].float().cpu()  # type: ignore[index]
+            if self.ref is not None:
+                with timer.part("ref"):
+                    ref = self._forward(self.ref, batch, rows, with_entropy=False)[0]
+                    for i, row in enumerate(rows):
+                        results["ref_log_probs"][row] = ref[i].float().cpu()
         metrics: dict[str, Any] = {}
-        if self.rank == 0:
-            tensors: dict[str, Tensor] = {}
-            for name in results:
-                if name == "ref_log_probs" and self.ref is None:
-                    continue
-                full = torch.zeros(size, seq_len, dtype=torch.float32)
-                for part in gathered or []:
-                    for row, values in part[name].items():
-                        full[row, : values.shape[0]] = values
-                tensors[name] = full
-            mask = batch["response_mask"].float()
-            metrics["actor/entropy"] = algos.masked_mean(tensors["entropy"], mask).item()
-            for name, positions in algos.response_turn_classes(batch["response_mask"]).items():
-                if positions.any():  # e.g. a batch of single-turn answers has no tool_turns
-                    metrics[f"actor/entropy/{name}"] = algos.masked_mean(tensors["entropy"], positions).item()
-            if "rollout_log_probs" in batch:
-                metrics.update(_mismatch_metrics(tensors["old_log_probs"], batch["rollout_log_probs"], mask))
-            _atomic_save(tensors, out_path)
+        with timer.part("log_prob_save"):
+            gathered: list[Any] | None = [None] * self.world if self.rank == 0 else None
+            dist.gather_object(results, gathered, dst=0)
+            if self.rank == 0:
+                metrics = self._log_prob_outputs(batch, results, gathered or [], out_path)
+        metrics.update(timer.metrics())
         return {"path": out_path, "metrics": metrics}
+
+    def _log_prob_outputs(
+        self, batch: dict[str, Tensor], results: dict[str, dict[int, Tensor]], gathered: list[Any], out_path: str
+    ) -> dict[str, Any]:
+        """Rank 0: the ranks' rows as [B, T] tensors written to out_path, and the entropy and mismatch metrics."""
+        size, seq_len = batch["input_ids"].shape
+        tensors: dict[str, Tensor] = {}
+        for name in results:
+            if name == "ref_log_probs" and self.ref is None:
+                continue
+            full = torch.zeros(size, seq_len, dtype=torch.float32)
+            for part in gathered:
+                for row, values in part[name].items():
+                    full[row, : values.shape[0]] = values
+            tensors[name] = full
+        mask = batch["response_mask"].float()
+        metrics: dict[str, Any] = {"actor/entropy": algos.masked_mean(tensors["entropy"], mask).item()}
+        for name, positions in algos.response_turn_classes(batch["response_mask"]).items():
+            if positions.any():  # e.g. a batch of single-turn answers has no tool_turns
+                metrics[f"actor/entropy/{name}"] = algos.masked_mean(tensors["entropy"], positions).item()
+        if "rollout_log_probs" in batch:
+            metrics.update(_mismatch_metrics(tensors["old_log_probs"], batch["rollout_log_probs"], mask))
+        _atomic_save(tensors, out_path)
+        return metrics
 
     def update(self, batch_path: str, log_probs_path: str | None) -> dict[str, Any]:
         """GRPO/PPO over mini-batches of whole prompts for ppo_epochs; returns metrics averaged over optimizer steps."""
         config = self.config
-        batch = load_batch(batch_path, log_probs_path)
+        timer = _Timer(self.device)
+        with timer.part("batch_read"):
+            batch = load_batch(batch_path, log_probs_path)
         if "old_log_probs" not in batch:
             raise ConfigError("update: old_log_probs missing; pass the file compute_log_probs wrote as log_probs")
         if config.use_kl_loss and "ref_log_probs" not in batch:
@@ -293,7 +313,7 @@ class Trainer:
         history: list[dict[str, float]] = []
         for _ in range(config.ppo_epochs):
             for rows in mini_batches(batch["group_ids"], config.ppo_mini_batch_size):
-                history.append(self._optimizer_step(batch, rows, advantages, is_weights))
+                history.append(self._optimizer_step(batch, rows, advantages, is_weights, timer))
         metrics = {key: sum(h[key] for h in history) / len(history) for key in history[0]}
         metrics["actor/ratio_max"] = max(h["actor/ratio_max"] for h in history)
         metrics["actor/ratio_min"] = min(h["actor/ratio_min"] for h in history)
@@ -303,12 +323,17 @@ class Trainer:
         if "rollout_log_probs" in batch:
             metrics.update(_mismatch_metrics(batch["old_log_probs"], batch["rollout_log_probs"], mask_all))
         metrics.update(is_stats)
+        metrics.update(timer.metrics())  # summed over the call's optimizer steps, not averaged
         # Per-row advantages go back to the CLI for the trajectory records (inspect --group shows them).
         return {"metrics": metrics, "step": self.step, "advantages": [float(a) for a in advantages.tolist()]}
 
-    def _optimizer_step(self, batch: dict[str, Tensor], rows: list[int], advantages: Tensor, is_weights: Tensor | None) -> dict[str, float]:
-        metrics = self._accumulate_gradients(batch, rows, advantages, is_weights)
-        grad_norm, lr, skipped = self._clip_and_step()
+    def _optimizer_step(
+        self, batch: dict[str, Tensor], rows: list[int], advantages: Tensor, is_weights: Tensor | None, timer: "_Timer"
+    ) -> dict[str, float]:
+        with timer.part("forward_backward"):
+            metrics = self._accumulate_gradients(batch, rows, advantages, is_weights)
+        with timer.part("optimizer"):
+            grad_norm, lr, skipped = self._clip_and_step()
         if grad_norm is not None:
             metrics["actor/grad_norm"] = grad_norm
         metrics["actor/lr"] = lr
@@ -567,6 +592,32 @@ class Trainer:
         self.scheduler.step()
         self.step += 1
         return (norm if finite else None), lr, 0.0 if finite else 1.0
+
+
+class _Timer:
+    """Seconds per named part of a command, reported as `timing_s/<part>` metrics: wall time by time.perf_counter,
+    read after torch.cuda.synchronize() on CUDA so that the kernels a part queued count in that part. A part entered
+    several times (one per micro- or mini-batch) sums."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+        self.seconds: dict[str, float] = {}
+
+    def _now(self) -> float:
+        if self.cuda:
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+    @contextmanager
+    def part(self, name: str) -> Iterator[None]:
+        start = self._now()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + self._now() - start
+
+    def metrics(self) -> dict[str, float]:
+        return {f"timing_s/{name}": seconds for name, seconds in self.seconds.items()}
 
 
 def _move_optimizer_state(optimizer: torch.optim.Optimizer, offload: bool) -> None:

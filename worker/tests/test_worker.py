@@ -56,6 +56,25 @@ def test_first_step_is_on_policy_ratio_one_and_kl_zero(env):
     assert metrics["actor/ppo_kl"] == 0.0 and metrics["actor/pg_clipfrac"] == 0.0
     assert metrics["actor/kl_loss"] == 0.0
     assert metrics["actor/grad_norm"] > 0 and metrics["actor/optimizer_steps"] == 1
+    _check_timings(reply["metrics"], metrics)
+
+
+def _check_timings(log_probs: dict[str, float], update: dict[str, float]) -> None:
+    """Both replies time their parts (the step budget): present, non-negative, and only the command's own parts."""
+    parts = {
+        "compute_log_probs": (log_probs, ("batch_read", "old_log_prob_actor", "ref", "log_prob_save")),
+        "update": (update, ("batch_read", "forward_backward", "optimizer")),
+    }
+    for command, (metrics, names) in parts.items():
+        for name in names:
+            assert metrics[f"timing_s/{name}"] >= 0, f"{command}: timing_s/{name}"
+        assert sorted(k for k in metrics if k.startswith("timing_s/")) == sorted(f"timing_s/{n}" for n in names), command
+    # The forwards ran, so they took some time.
+    assert log_probs["timing_s/old_log_prob_actor"] > 0 and update["timing_s/forward_backward"] > 0
+
+
+def _untimed(metrics: dict[str, float]) -> dict[str, float]:
+    return {k: v for k, v in metrics.items() if not k.startswith("timing_s/")}
 
 
 def test_sharded_update_matches_a_plain_pytorch_gradient(env):
@@ -120,7 +139,8 @@ def test_checkpoint_round_trip_is_bit_identical(env):
     restored = w.ok("fingerprint")
     assert (restored["params"], restored["optimizer"], restored["step"]) == (saved["params"], saved["optimizer"], saved["step"])
     again = w.ok("update", batch=env["batch_path"], log_probs=str(root / "lp0.safetensors"))
-    assert again["metrics"] == after["metrics"]
+    # Everything but the timings, which are wall clock.
+    assert _untimed(again["metrics"]) == _untimed(after["metrics"])
     assert w.ok("fingerprint")["params"] == moved["params"]
 
 
