@@ -17,7 +17,10 @@
  *
  * What counts is the agentrl CLI process's own CPU: utime + stime of /proc/PID/stat, every thread of the process, not
  * its children (the agents' CPU is in cutime/cstime, shown apart). Spawning and reaping an agent per trajectory is
- * the CLI's work, so it counts; an --import hook times every child_process.spawn call inside the CLI to show how much.
+ * the CLI's work when the CLI does it, so it counts; an --import hook times every child_process.spawn call inside the
+ * CLI to show how much. Where a Python helper of the CLI does that work instead (the agent launcher, which starts
+ * command agents; the Python agent host, which runs function agents and their clients), its CPU is polled too and
+ * shown apart, beside the ratio with it added.
  * Start-up (Node, modules, tokenizer, template, gateway) and the JIT's warm-up are left out by measuring a window
  * inside each run: a run does `--warmup` built-in trajectories first (the code every loop shares gets compiled), then
  * `--trajectories` of the loop under test; this script polls the CLI's /proc/PID/stat and the fake server's count of
@@ -105,6 +108,24 @@ function procCpu(pid) {
     minorFaults: Number(f[7]),
     childrenUs: (Number(f[13]) + Number(f[14])) * CLOCK_TICK_US,
   };
+}
+
+/** The Python helper processes whose CPU is shown apart: the agent launcher, the Python agent host. */
+const HELPER = /agentrl_worker\.(agent_launcher|openai_agent_host)\0/;
+
+/** The pid of `parent`'s child that is a Python helper, or undefined (a scan of /proc). */
+function helperOf(parent) {
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
+      if (Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) !== parent) continue;
+      if (HELPER.test(readFileSync(`/proc/${name}/cmdline`, "latin1"))) return Number(name);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return undefined;
 }
 
 /**
@@ -204,14 +225,21 @@ async function cliRun(loop, { cpuProf } = {}) {
   let exited = false;
   const closed = new Promise((resolve) => child.on("close", (code) => ((exited = true), resolve(code))));
   const polls = [];
-  while (!exited) {
+  let helper;
+  for (let poll = 0; !exited; poll++) {
     try {
+      // The helper starts at load; a scan of /proc every half second until it is found.
+      if (helper === undefined && loop !== "builtin" && poll % 25 === 0) helper = helperOf(child.pid);
       const before = procCpu(child.pid);
       const atUs = Number(process.hrtime.bigint() / 1000n);
       const served = (await fake.cpu()).samples - served0;
       const after = procCpu(child.pid);
       const mid = (key) => (before[key] + after[key]) / 2;
-      polls.push({ served, atUs, selfUs: mid("selfUs"), mainThreadUs: mid("mainThreadUs"), systemUs: mid("systemUs"), minorFaults: after.minorFaults, childrenUs: after.childrenUs });
+      const helped = helper === undefined ? { selfUs: 0, childrenUs: 0 } : procCpu(helper);
+      polls.push({
+        served, atUs, selfUs: mid("selfUs"), mainThreadUs: mid("mainThreadUs"), systemUs: mid("systemUs"), minorFaults: after.minorFaults,
+        childrenUs: after.childrenUs + helped.childrenUs, helperUs: helped.selfUs,
+      });
     } catch {
       // The process ended between two reads.
     }
@@ -237,6 +265,8 @@ async function cliRun(loop, { cpuProf } = {}) {
       systemUs: delta("systemUs"),
       minorFaults: delta("minorFaults"),
       childrenCpuUs: delta("childrenUs"),
+      helperCpuUs: delta("helperUs"),
+      helper: helper !== undefined,
       fromUs: first.atUs,
       toUs: last.atUs,
     },
@@ -303,7 +333,7 @@ try {
       const w = run.window;
       process.stderr.write(
         `gateway-overhead: round ${round + 1}/${rounds} ${loop}: ${(w.cpuUs / w.turns).toFixed(0)} µs/turn (system ` +
-          `${(w.systemUs / w.turns).toFixed(0)}, main thread ${(w.mainThreadUs / w.turns).toFixed(0)}) over ${w.turns} turns; ${run.spawned.count} spawns at ` +
+          `${(w.systemUs / w.turns).toFixed(0)}, main thread ${(w.mainThreadUs / w.turns).toFixed(0)}${w.helper ? `, helper ${(w.helperCpuUs / w.turns).toFixed(0)} apart` : ""}) over ${w.turns} turns; ${run.spawned.count} spawns at ` +
           `${(run.spawned.cpuUs / Math.max(1, run.spawned.count)).toFixed(0)} µs; ${(run.cpuUs / 1e3).toFixed(0)} ms CPU in all, ` +
           `${run.seconds.toFixed(1)} s, peak RSS ${(run.maxRssKb / 1024).toFixed(0)} MB\n`,
       );
@@ -384,8 +414,15 @@ const perLoop = Object.fromEntries(
         minorFaultsPerTurn: median(mine.map((r) => r.window.minorFaults / r.window.turns)),
         windowTurns: median(mine.map((r) => r.window.turns)),
         windowCpuMs: median(mine.map((r) => r.window.cpuUs / 1e3)),
-        spawnPerTrajectoryUs: median(mine.map((r) => (r.spawned.count ? r.spawned.cpuUs / r.spawned.count : 0))),
-        spawnSystemPerTrajectoryUs: median(mine.map((r) => (r.spawned.count ? r.spawned.systemUs / r.spawned.count : 0))),
+        spawns: median(mine.map((r) => r.spawned.count)),
+        spawnEachUs: median(mine.map((r) => (r.spawned.count ? r.spawned.cpuUs / r.spawned.count : 0))),
+        spawnSystemEachUs: median(mine.map((r) => (r.spawned.count ? r.spawned.systemUs / r.spawned.count : 0))),
+        // The loop's trajectories spawn, the warm-up's do not.
+        spawnPerTurnUs: median(mine.map((r) => r.spawned.cpuUs / (TURNS * trajectories))),
+        spawnSystemPerTurnUs: median(mine.map((r) => r.spawned.systemUs / (TURNS * trajectories))),
+        helper: mine.some((r) => r.window.helper),
+        helperPerTurnUs: median(mine.map((r) => r.window.helperCpuUs / r.window.turns)),
+        withHelperPerTurnUs: median(mine.map((r) => (r.window.cpuUs + r.window.helperCpuUs) / r.window.turns)),
         processCpuMs: median(mine.map((r) => r.cpuUs / 1e3)),
         maxRssMb: median(mine.map((r) => r.maxRssKb / 1024)),
         seconds: median(mine.map((r) => r.seconds)),
@@ -397,7 +434,10 @@ const perLoop = Object.fromEntries(
     ];
   }),
 );
-for (const loop of LOOPS) perLoop[loop].ratio = perLoop[loop].cpuPerTurnUs / perLoop.builtin.cpuPerTurnUs;
+for (const loop of LOOPS) {
+  perLoop[loop].ratio = perLoop[loop].cpuPerTurnUs / perLoop.builtin.cpuPerTurnUs;
+  perLoop[loop].ratioWithHelper = perLoop[loop].withHelperPerTurnUs / perLoop.builtin.cpuPerTurnUs;
+}
 const ratio = perLoop.gateway.ratio;
 const commit = spawnSync("git", ["rev-parse", "--short", "HEAD"], { cwd: root, encoding: "utf8" }).stdout.trim() || "unknown";
 const machine = `${os.cpus().length} × ${os.cpus()[0]?.model ?? "cpu"}`;
@@ -436,10 +476,13 @@ if (asJson) {
         ? "**function**: the Node agent as a JS function agent (`function: gateway-agent.mjs`), in agentrl's process: no " +
           "process per trajectory, but the agent's own CPU (its HTTP client, JSON) counts there. "
         : "") +
-      "CPU is the agentrl process's own (utime + stime of /proc/PID/stat: every thread, **not** the agents, which " +
-      "are its children; spawning and reaping them is the CLI's work and counts; `main thread` is the JS thread's " +
-      "share, the rest being V8's helper threads (GC, compiler) and libuv's pool; `spawn` is the CPU inside " +
-      "child_process.spawn, the synchronous fork and exec, timed by an --import hook). Each run does " +
+      "CPU is the agentrl process's own (utime + stime of /proc/PID/stat: every thread, **not** the agents; where the " +
+      "CLI spawns and reaps them itself that work counts; `main thread` is the JS thread's share, the rest being V8's " +
+      "helper threads (GC, compiler) and libuv's pool; `spawns` are the calls of child_process.spawn in the whole run " +
+      "and the CPU inside each, the synchronous fork and exec, timed by an --import hook; `helper` is the CPU per turn " +
+      "of the CLI's Python helper, polled the same way and **not** in the ratio: for gateway the agent launcher that " +
+      "starts the agents when there is one (agentrl_worker.agent_launcher), for python the agent host, the agents' " +
+      "own code and clients included; `ratio with helper` adds it). Each run does " +
       `${warmup} built-in trajectories first, then ${trajectories} of its loop; \`µs per turn\` is the CLI's CPU over ` +
       "the requests answered inside a window of the loop's trajectories (after its first quarter, before its last " +
       `${concurrency}), so start-up, the JIT's warm-up and the run's end are left out. ${rounds} rounds, every loop ` +
@@ -449,16 +492,17 @@ if (asJson) {
   );
   out.push("");
   out.push(
-    "| loop | turns in the window | CPU ms in the window | µs per turn (range) | of which system | of which main thread | ratio to builtin (range) | spawn per trajectory (system) | agents' CPU per trajectory (not counted) | process CPU ms in all | peak RSS | wall s | fake server per turn |",
+    "| loop | turns in the window | CPU ms in the window | µs per turn (range) | of which system | of which main thread | minor faults per turn | ratio to builtin (range) | spawns (CPU each, system) | helper per turn (not counted) | ratio with helper | agents' CPU per trajectory (not counted) | process CPU ms in all | peak RSS | wall s | fake server per turn |",
   );
-  out.push("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+  out.push("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
   for (const loop of LOOPS) {
     const r = perLoop[loop];
     const ratioCell = loop === "builtin" ? "1.00×" : `${loop === "gateway" ? `**${r.ratio.toFixed(2)}×**` : `${r.ratio.toFixed(2)}×`} (${range(r.ratioByRound, 2)})`;
     out.push(
       `| ${loop} | ${r.windowTurns} | ${r.windowCpuMs.toFixed(0)} | ${r.cpuPerTurnUs.toFixed(0)} (${range(r.cpuPerTurnUsByRound)}) | ` +
-        `${us(r.systemPerTurnUs)} | ${us(r.mainThreadPerTurnUs)} | ${ratioCell} | ` +
-        `${loop === "gateway" ? `${us(r.spawnPerTrajectoryUs)} (${us(r.spawnSystemPerTrajectoryUs)})` : "-"} | ` +
+        `${us(r.systemPerTurnUs)} | ${us(r.mainThreadPerTurnUs)} | ${r.minorFaultsPerTurn.toFixed(0)} | ${ratioCell} | ` +
+        `${r.spawns} (${us(r.spawnEachUs)}, ${us(r.spawnSystemEachUs)}) | ` +
+        `${r.helper ? us(r.helperPerTurnUs) : "-"} | ${r.helper ? `${r.ratioWithHelper.toFixed(2)}×` : "-"} | ` +
         `${loop === "gateway" ? `${r.agentCpuPerTrajectoryMs.toFixed(0)} ms` : "-"} | ${r.processCpuMs.toFixed(0)} | ` +
         `${r.maxRssMb.toFixed(0)} MB | ${r.seconds.toFixed(1)} | ${us(r.serverCpuPerTurnUs)} |`,
     );
@@ -466,16 +510,18 @@ if (asJson) {
   out.push("");
   const [b, g, py] = [perLoop.builtin, perLoop.gateway, perLoop.python];
   const extra = g.cpuPerTurnUs - b.cpuPerTurnUs;
-  const spawnPerTurn = g.spawnPerTrajectoryUs / TURNS;
-  const kernel = g.systemPerTurnUs - b.systemPerTurnUs - g.spawnSystemPerTrajectoryUs / TURNS;
+  const spawnPerTurn = g.spawnPerTurnUs;
+  const kernel = g.systemPerTurnUs - b.systemPerTurnUs - g.spawnSystemPerTurnUs;
   const share = (x) => `${((100 * x) / extra).toFixed(0)}%`;
   out.push(
     `Where gateway's ${us(extra)} per turn over builtin go (from the medians): ${us(spawnPerTurn)} (${share(spawnPerTurn)}) ` +
-      `inside child_process.spawn (${us(g.spawnPerTrajectoryUs)} per agent, ${us(g.spawnSystemPerTrajectoryUs)} of it in the ` +
-      `kernel: fork copies the page tables of a ${g.maxRssMb.toFixed(0)} MB process); ${us(kernel)} (${share(kernel)}) more ` +
-      "kernel time outside it (the agent's pipes and socket, its exit, the page faults after each fork); " +
+      `inside child_process.spawn (${g.spawns} spawns in the run at ${us(g.spawnEachUs)}, ${us(g.spawnSystemEachUs)} of it in the kernel` +
+      (g.spawns >= trajectories ? `: fork copies the page tables of a ${g.maxRssMb.toFixed(0)} MB process` : ": the agent launcher's, at start-up") +
+      `); ${us(kernel)} (${share(kernel)}) more ` +
+      "kernel time outside it (the agent's or the launcher's pipes, the agent's socket, page faults); " +
       `${us(extra - spawnPerTurn - kernel)} (${share(extra - spawnPerTurn - kernel)}) in user space (HTTP, JSON, the ` +
-      "session, the agent's stdio)." +
+      "session, the agent's stdio or the launcher's messages)." +
+      (g.helper ? ` The agent launcher spends ${us(g.helperPerTurnUs)} per turn of its own, outside the CLI (${g.ratioWithHelper.toFixed(2)}× with it).` : "") +
       (py ? ` Without a process per trajectory (python) the gateway adds ${us(py.cpuPerTurnUs - b.cpuPerTurnUs)} per turn.` : ""),
   );
   out.push("");

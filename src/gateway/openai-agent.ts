@@ -1,10 +1,11 @@
 /**
  * Agent loops of kind `openai`: the user's own agent, written against the OpenAI API, run once per trajectory with
- * the gateway as its model. As a command (any language) it is a child process in its own process group; as a Python
- * function it is that function called by agentrl_worker.openai_agent_runner; as a JS function it runs in this
- * process. Its requests build the trajectory's token record through the gateway (session.ts); its result (the last
- * stdout line, or the function's return value) may carry the reward. A crash, a non-zero exit or the deadline fails
- * the trajectory with the reason, and the run goes on.
+ * the gateway as its model. As a command (any language) it is a process in its own process group, started by the
+ * registry's agent launcher (agent-launcher.ts); as a Python function it is that function called in
+ * agentrl_worker.openai_agent_host (python-agent-host.ts); as a JS function it runs in this process. Its requests
+ * build the trajectory's token record through the gateway (session.ts); its result (the last stdout line, or the
+ * function's return value) may carry the reward. A crash, a non-zero exit or the deadline fails the trajectory with
+ * the reason, and the run goes on.
  */
 import path from "node:path";
 import { pathToFileURL } from "node:url";
@@ -13,7 +14,8 @@ import type { SelectedAgentLoop, TrajectoryControl } from "../rollout/agent-loop
 import type { OpenaiAgentSpec } from "../rollout/config.js";
 import type { Finish, TrajectoryInFlight } from "../rollout/trajectory-state.js";
 import { runAgentProcess, type AgentProcessOutcome } from "./agent-process.js";
-import { agentLauncher, type AgentLauncher } from "./agent-sandbox.js";
+import type { AgentLauncher } from "./agent-launcher.js";
+import { agentWrapper, type AgentWrapper } from "./agent-sandbox.js";
 import { PythonAgentHost } from "./python-agent-host.js";
 import { Gateway } from "./server.js";
 import { GatewaySession, type NoteOnce } from "./session.js";
@@ -40,6 +42,8 @@ export interface OpenaiAgentOptions {
   name: string;
   spec: OpenaiAgentSpec;
   gateway: Gateway;
+  /** The registry's launcher of command agents; started by the first one. */
+  launcher: AgentLauncher;
   /** Where the agent is configured, for messages. */
   where: string;
   cwd: string;
@@ -59,13 +63,15 @@ export async function openaiAgentLoop(options: OpenaiAgentOptions): Promise<{ se
   };
 }
 
-type Launch = { kind: "process"; launcher: AgentLauncher } | { kind: "js"; fn: JsAgentFunction } | { kind: "python"; host: PythonAgentHost };
+type Launch = { kind: "process"; wrapper: AgentWrapper } | { kind: "js"; fn: JsAgentFunction } | { kind: "python"; host: PythonAgentHost };
 
 async function agentLaunch(options: OpenaiAgentOptions): Promise<Launch> {
   const { spec, where, cwd } = options;
   if (spec.command !== undefined) {
     const argv = typeof spec.command === "string" ? ["/bin/sh", "-c", spec.command] : spec.command;
-    return { kind: "process", launcher: await agentLauncher(argv, spec, cwd, where) };
+    const wrapper = await agentWrapper(argv, spec, cwd, where);
+    await options.launcher.start(where);
+    return { kind: "process", wrapper };
   }
   const [file, name] = splitTarget(spec.function!);
   if (file.endsWith(".py")) {
@@ -104,7 +110,7 @@ async function runOpenaiAgent(options: OpenaiAgentOptions, launch: Launch, api: 
       ? await runJsAgent(launch.fn, gateway.baseUrl(key), key, row)
       : launch.kind === "python"
         ? await launch.host.run(gateway.baseUrl(key), key, row, api.signal)
-        : await runLaunched(launch.launcher, options, { OPENAI_BASE_URL: gateway.baseUrl(key), OPENAI_API_KEY: key, AGENTRL_TRAJECTORY_ID: run.id }, row, api.signal);
+        : await runLaunched(launch.wrapper, options, { OPENAI_BASE_URL: gateway.baseUrl(key), OPENAI_API_KEY: key, AGENTRL_TRAJECTORY_ID: run.id }, row, api.signal);
     // What the agent reported scores the episode however it ended; a Finish a primitive returned first (a length
     // cut, a turn limit, the deadline) is the outcome, since it is what the agent saw (a 409 it may have died of).
     const finish = outcomeFinish(options, outcome, run);
@@ -114,10 +120,10 @@ async function runOpenaiAgent(options: OpenaiAgentOptions, launch: Launch, api: 
   }
 }
 
-async function runLaunched(launcher: AgentLauncher, options: OpenaiAgentOptions, gatewayEnv: Record<string, string>, row: AgentRow, signal: AbortSignal): Promise<AgentProcessOutcome> {
-  const launch = launcher({ ...options.spec.env, ...gatewayEnv });
+async function runLaunched(wrapper: AgentWrapper, options: OpenaiAgentOptions, gatewayEnv: Record<string, string>, row: AgentRow, signal: AbortSignal): Promise<AgentProcessOutcome> {
+  const launch = wrapper({ ...options.spec.env, ...gatewayEnv });
   try {
-    return await runAgentProcess({ argv: launch.argv, env: launch.env, cwd: options.cwd, input: JSON.stringify(row), signal });
+    return await runAgentProcess({ launcher: options.launcher, argv: launch.argv, env: launch.env, cwd: options.cwd, input: JSON.stringify(row), signal });
   } finally {
     launch.cleanup();
   }

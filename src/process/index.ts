@@ -19,3 +19,4 @@ export {
   type JsonLinesHostOptions,
 } from "./json-lines-host.js";
 export { PythonHostProcess, type Launch } from "./python-host-process.js";
+export { RestartingHost } from "./restarting-host.js";

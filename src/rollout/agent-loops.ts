@@ -13,8 +13,9 @@ import { readAgentLoopFile } from "./agent-loop-file.js";
 import { PythonAgentLoop } from "./python-agent-loop.js";
 import { Gateway } from "../gateway/server.js";
 import { openaiAgentLoop } from "../gateway/openai-agent.js";
+import { AgentLauncher } from "../gateway/agent-launcher.js";
 
-/** What a registry ends at close(): Python loop hosts, the gateway. */
+/** What a registry ends at close(): Python loop hosts, the gateway, its agent launcher. */
 interface Closable {
   close(): Promise<void>;
 }
@@ -75,6 +76,9 @@ export class AgentLoopRegistry {
     const loops: Record<string, AgentLoop | SelectedAgentLoop> = {};
     const hosts: Closable[] = [];
     let gateway: Gateway | undefined;
+    // Started by the first command agent: one process starts them all.
+    const launcher = new AgentLauncher();
+    hosts.push(launcher);
     const noted = new Set<string>();
     // Once per run: the same note from every trajectory would bury everything else.
     const note = (key: string, message: string) => {
@@ -104,7 +108,7 @@ export class AgentLoopRegistry {
           gateway = await Gateway.start(modelName);
           hosts.push({ close: () => gateway!.stop() });
         }
-        const agentLoop = await openaiAgentLoop({ name, spec: target, gateway, where: `actor_rollout_ref.rollout.agent.agent_loops.${name}`, cwd, note });
+        const agentLoop = await openaiAgentLoop({ name, spec: target, gateway, launcher, where: `actor_rollout_ref.rollout.agent.agent_loops.${name}`, cwd, note });
         hosts.push(agentLoop);
         loops[name] = agentLoop.selected;
       }

@@ -29,6 +29,10 @@ def last_line(exc: BaseException) -> str:
     return traceback.format_exception_only(type(exc), exc)[-1].strip()
 
 
+#: What a host does last when the CLI is gone, before it exits (the agent launcher kills the agents it started).
+ORPHAN_HOOKS: list[Callable[[], None]] = []
+
+
 def exit_when_orphaned(parent: int, interval_s: float = 0.5) -> None:
     """Exits once the CLI is gone (this process is re-parented), even while user code hangs."""
 
@@ -36,7 +40,11 @@ def exit_when_orphaned(parent: int, interval_s: float = 0.5) -> None:
         while True:
             time.sleep(interval_s)
             if os.getppid() != parent:
-                os._exit(1)
+                try:
+                    for hook in ORPHAN_HOOKS:
+                        hook()
+                finally:
+                    os._exit(1)
 
     threading.Thread(target=loop, name="agentrl-orphan-watch", daemon=True).start()
 
