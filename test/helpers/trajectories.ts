@@ -50,6 +50,11 @@ export function makeTrajectory(i: number, overrides: Partial<Trajectory> = {}): 
       i % 4 === 3
         ? [{ start: 0, end: 1, weight_version: "1" }, { start: 1, end: 2, weight_version: "2" }, { start: 4, end: 5, weight_version: "2" }]
         : [{ start: 0, end: 2, weight_version: "default" }, { start: 4, end: 5, weight_version: "default" }],
+    // Every fifth one is an episode whose agent rewrote its history (the OpenAI gateway): an earlier sequence too.
+    context_segments:
+      i % 5 === 4
+        ? [{ prompt_ids: [1, 2, 3], response_ids: [4, 5, 6], response_mask: [1, 1, 0], response_logprobs: [-0.5, -0.25, 0], messages: "[]", reason: "message 1 (user) differs from the record's", drift: "match" }]
+        : [],
     step: null,
     started_at: 1_700_000_000_000 + i,
     gen_ms: 10,
