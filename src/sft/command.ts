@@ -9,24 +9,14 @@ import { printDryRun } from "../train/console.js";
 import { TrainingProcesses } from "../train/processes.js";
 import { resumeCommand } from "../train/resume-hint.js";
 import { runDirOf, type RunDir } from "../train/run-dir.js";
-import { prepareRunFolder, resolveRunConfig, superviseRun } from "../train/session.js";
+import { prepareRunFolder, resolveRunConfig, superviseRun, type RunFlags } from "../train/session.js";
 import { sftConfigSchema, sftTotalSteps, sftWarmupSteps, sftWorkerConfig, type SftConfig } from "./config.js";
 import { describeData, loadSftInputs, type SftInputs } from "./inputs.js";
 import { sftLoop, modelDirOf } from "./loop.js";
 import { sftReporter } from "./reporter.js";
 
-/** The flags of `agentrl sft` as commander parses them; src/cli/commands/sft.ts declares them. */
-export interface SftFlags {
-  config?: string;
-  set?: string[];
-  steps?: number;
-  name?: string;
-  resume?: boolean;
-  force?: boolean;
-  dryRun?: boolean;
-  json?: boolean;
-  quiet?: boolean;
-}
+/** The flags of `agentrl sft` as commander parses them (src/cli/commands/sft.ts declares them): a run's own. */
+export type SftFlags = RunFlags;
 
 export async function resolveSftConfig(flags: SftFlags): Promise<SftConfig> {
   return resolveRunConfig(sftConfigSchema, "sft", flags, "pass --config FILE (see examples/cpu-demo-sft.yaml)");

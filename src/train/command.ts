@@ -17,24 +17,15 @@ import { TrainingProcesses, type EngineSpec } from "./processes.js";
 import { trainReporter } from "./reporter.js";
 import { repeatCommand, resumeCommand } from "./resume-hint.js";
 import { runDirOf, type RunDir } from "./run-dir.js";
-import { prepareRunFolder, resolveRunConfig, superviseRun, type PreparedRun } from "./session.js";
+import { prepareRunFolder, resolveRunConfig, superviseRun, type PreparedRun, type RunFlags } from "./session.js";
 import type { MetricsSink } from "./tensorboard.js";
 import { grpoWorkerConfig } from "./worker-config.js";
 
 /** The flags of `agentrl train` as commander parses them; src/cli/commands/train.ts declares them. */
-export interface TrainFlags {
-  config?: string;
-  set?: string[];
+export interface TrainFlags extends RunFlags {
   engine?: "embedded" | "sglang";
   server?: string[];
   colocate?: boolean;
-  steps?: number;
-  name?: string;
-  resume?: boolean;
-  force?: boolean;
-  dryRun?: boolean;
-  json?: boolean;
-  quiet?: boolean;
   apiKey?: string;
 }
 

@@ -22,6 +22,15 @@ export interface ConfigFlags {
   name?: string;
 }
 
+/** The flags every run command (`agentrl sft`, `agentrl train`) has: its config, then how the run folder is used. */
+export interface RunFlags extends ConfigFlags {
+  resume?: boolean;
+  force?: boolean;
+  dryRun?: boolean;
+  json?: boolean;
+  quiet?: boolean;
+}
+
 /**
  * The config file, its --set overrides, the command's own flags (`apply`), then --steps and --name; validated against
  * the command's schema.
