@@ -11,7 +11,7 @@
  */
 import { z } from "zod";
 import { InputError } from "../errors.js";
-import { PythonHostProcess, type HostHello, type Launch } from "../process/index.js";
+import { PythonHostProcess, RestartingHost, type HostHello, type Launch } from "../process/index.js";
 import { startPythonHost, toolHostSandboxProblem, type ToolHostConfig } from "../tools/index.js";
 import type { AgentLoop, AgentLoopApi } from "./agent-loop.js";
 import { PRIMITIVES, trajectoryInfo } from "./python-agent-primitives.js";
@@ -115,18 +115,19 @@ class AgentLoopHostProcess extends PythonHostProcess {
  * restarted when it dies; trajectories go to them in turn.
  */
 export class PythonAgentLoop {
-  private readonly hosts: Array<Promise<AgentLoopHostProcess>> = [];
+  private readonly hosts: Array<RestartingHost<AgentLoopHostProcess>>;
   private turn = 0;
-  private closed = false;
 
-  private constructor(private readonly spec: PythonAgentLoopSpec) {}
+  private constructor(private readonly spec: PythonAgentLoopSpec) {
+    const label = `the Python agent loop host of ${spec.name}`;
+    this.hosts = Array.from({ length: spec.host.workers }, () => new RestartingHost(label, (onDead) => this.start(onDead)));
+  }
 
   static async load(spec: PythonAgentLoopSpec): Promise<PythonAgentLoop> {
     const problem = await toolHostSandboxProblem(spec.host);
     if (problem) throw new InputError(`${spec.where}: ${problem}`);
     const loop = new PythonAgentLoop(spec);
-    for (let slot = 0; slot < spec.host.workers; slot++) loop.hosts.push(loop.start(slot));
-    const started = await Promise.allSettled(loop.hosts);
+    const started = await Promise.allSettled(loop.hosts.map((host) => host.get()));
     const failed = started.find((result) => result.status === "rejected");
     if (failed) {
       await loop.close();
@@ -138,32 +139,22 @@ export class PythonAgentLoop {
   /** The loop as the registry runs it. */
   readonly loop: AgentLoop = async (api) => {
     const slot = this.turn++ % this.hosts.length;
-    return (await this.hosts[slot]!).run(api);
+    return (await this.hosts[slot]!.get()).run(api);
   };
 
-  private start(slot: number): Promise<AgentLoopHostProcess> {
+  private start(onDead: () => void): Promise<AgentLoopHostProcess> {
     const { spec } = this;
     const args = ["--loop", spec.target, "--kwargs", JSON.stringify(spec.kwargs)];
     return startPythonHost(
       { module: "agent_loop_host", args, paths: spec.paths, host: spec.host },
-      (launch) => new AgentLoopHostProcess(spec, launch, () => this.restart(slot)),
+      (launch) => new AgentLoopHostProcess(spec, launch, onDead),
       `the Python agent loop host of ${spec.name}`,
       (python, hello, stderr) => startupError(spec, python, hello, stderr),
     );
   }
 
-  private restart(slot: number): void {
-    if (this.closed) return;
-    process.stderr.write(`warning: the Python agent loop host of ${this.spec.name} exited; starting it again\n`);
-    const next = this.start(slot);
-    next.catch(() => undefined); // the next trajectory on this slot fails with the reason
-    this.hosts[slot] = next;
-  }
-
   async close(): Promise<void> {
-    this.closed = true;
-    const hosts = await Promise.allSettled(this.hosts);
-    await Promise.all(hosts.map((result) => (result.status === "fulfilled" ? result.value.close() : undefined)));
+    await Promise.all(this.hosts.map((host) => host.close()));
   }
 }
 
