@@ -11,11 +11,9 @@ import type { AgentSection } from "./config.js";
 import { singleTurnAgentLoop, toolAgentLoop, type AgentLoop, type SelectedAgentLoop } from "./agent-loop.js";
 import { readAgentLoopFile } from "./agent-loop-file.js";
 import { PythonAgentLoop } from "./python-agent-loop.js";
-import { Gateway } from "../gateway/server.js";
-import { openaiAgentLoop } from "../gateway/openai-agent.js";
-import { AgentLauncher } from "../gateway/agent-launcher.js";
+import type { OpenaiAgents } from "../gateway/agents.js";
 
-/** What a registry ends at close(): Python loop hosts, the gateway, its agent launcher. */
+/** What a registry ends at close(): Python loop hosts, the OpenAI-API agents (their gateway and launcher). */
 interface Closable {
   close(): Promise<void>;
 }
@@ -75,17 +73,7 @@ export class AgentLoopRegistry {
   static async load(agent: AgentSection, cwd = process.cwd(), modelName = "agentrl"): Promise<AgentLoopRegistry> {
     const loops: Record<string, AgentLoop | SelectedAgentLoop> = {};
     const hosts: Closable[] = [];
-    let gateway: Gateway | undefined;
-    // Started by the first command agent: one process starts them all.
-    const launcher = new AgentLauncher();
-    hosts.push(launcher);
-    const noted = new Set<string>();
-    // Once per run: the same note from every trajectory would bury everything else.
-    const note = (key: string, message: string) => {
-      if (noted.has(key)) return;
-      noted.add(key);
-      process.stderr.write(`note: ${message}\n`);
-    };
+    let openai: OpenaiAgents | undefined;
     // A module path is relative to `dir` (the working folder, or the agent loop file's); a dotted one is imported
     // from the working folder.
     const add = async (name: string, target: string, dir: string, where: string, kwargs: Record<string, unknown>) => {
@@ -104,13 +92,12 @@ export class AgentLoopRegistry {
           await add(name, target, cwd, `agent loop ${name} (${target})`, {});
           continue;
         }
-        if (!gateway) {
-          gateway = await Gateway.start(modelName);
-          hosts.push({ close: () => gateway!.stop() });
+        if (!openai) {
+          // Loaded only here: a run without OpenAI-API agents never loads the gateway.
+          const { OpenaiAgents } = await import("../gateway/agents.js");
+          hosts.push((openai = new OpenaiAgents(modelName, cwd)));
         }
-        const agentLoop = await openaiAgentLoop({ name, spec: target, gateway, launcher, where: `actor_rollout_ref.rollout.agent.agent_loops.${name}`, cwd, note });
-        hosts.push(agentLoop);
-        loops[name] = agentLoop.selected;
+        loops[name] = await openai.add(name, target);
       }
       for (const entry of agent.agent_loop_config_path ? await readAgentLoopFile(agent.agent_loop_config_path) : []) {
         if (entry.name in loops) throw new InputError(`${entry.where}: agent loop ${entry.name} is also registered in actor_rollout_ref.rollout.agent.agent_loops`);
