@@ -140,6 +140,13 @@ def pack_rows(input_ids: Tensor, attention_mask: Tensor, response_mask: Tensor) 
     return PackedRows(input_ids[row, col].unsqueeze(0), positions.unsqueeze(0), row, col, targets)
 
 
+def shared_prefix_length(input_ids: Tensor, attention_mask: Tensor, limit: int) -> int:
+    """How many leading tokens every row has in common, token for token and attended in all of them (so a row padded
+    on the left shares nothing), at most `limit`."""
+    same = (input_ids == input_ids[:1]).all(dim=0) & attention_mask.bool().all(dim=0)
+    return int(same[: max(limit, 0)].int().cumprod(dim=0).sum())
+
+
 def sequence_lengths(attention_mask: Tensor) -> list[int]:
     """Length of each row up to its last attended token (right padding is dropped, left padding kept)."""
     positions = torch.arange(attention_mask.shape[1]).expand_as(attention_mask)

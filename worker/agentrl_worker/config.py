@@ -46,6 +46,10 @@ class WorkerConfig:
     """Pack each micro-batch's rows into one sequence without padding (verl: actor_rollout_ref.model.use_remove_padding)
     where a varlen attention kernel runs it (flash-attn on a GPU); elsewhere the worker pads, unless packed_sdpa. Needs
     transformers' packed-sequence masks (4.53+), else the worker pads and says so in its log."""
+    share_prefix: bool = True
+    """Run the tokens all rows of a padded micro-batch share (a GRPO group's prompt, a common system prompt) once, and
+    the rest of each row on a copy of their key/value cache: the same log-probs and gradients for fewer tokens. Under
+    gradients only where the model is not FSDP-wrapped (one rank, no mixed precision, no offload)."""
     packed_sdpa: bool = False
     """Pack without flash-attn too, through sdpa's block-diagonal mask: exact, but its attention costs the square of the
     whole packed length instead of the sum of the rows' squares (30x slower on the CPU demo's micro-batches), so it is

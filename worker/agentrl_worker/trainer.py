@@ -18,18 +18,24 @@ from safetensors.torch import save_file
 from torch import Tensor
 
 from . import algos
-from .batch import Plan, load_batch, mini_batches, pack_rows, plan_micro_batches, sequence_lengths
+from .batch import Plan, load_batch, mini_batches, pack_rows, plan_micro_batches, sequence_lengths, shared_prefix_length
 from .config import ConfigError, WorkerConfig
 from .lr_schedule import make_scheduler
 from .weight_sync import WeightSender
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+# Below this many shared tokens, the second model call of a shared prefix costs about what it saves.
+MIN_SHARED_PREFIX = 16
 
 
 def _shard(
     model: torch.nn.Module, device: torch.device, param_dtype: torch.dtype | None, reshard: bool, offload: bool = False
 ) -> tuple[torch.nn.Module, str]:
-    """FSDP2 `fully_shard` on every decoder layer, then on the whole model; FSDP1 where torch lacks FSDP2."""
+    """FSDP2 `fully_shard` on every decoder layer, then on the whole model; FSDP1 where torch lacks FSDP2. One rank
+    without mixed precision or offload keeps the plain model: there is nothing to shard, and FSDP's hooks would cost
+    time and forbid the shared-prefix backward (`Trainer._shareable_prefix`)."""
+    if dist.get_world_size() == 1 and param_dtype is None and not offload:
+        return model, "none"
     layer_classes = set(getattr(model, "_no_split_modules", None) or [])
     layers = [m for m in model.modules() if type(m).__name__ in layer_classes]
     try:
@@ -163,10 +169,13 @@ class Trainer:
         if targets.numel() == 0:
             targets = torch.tensor([input_ids.shape[1] - 1], device=self.device)
         positions = (attention.cumsum(-1) - 1).clamp(min=0)
-        picked, picked_entropy = self._head_forward(
-            model, input_ids[:, targets], with_entropy,
-            input_ids=input_ids, attention_mask=attention, position_ids=positions, logits_to_keep=targets - 1,
-        )
+        inputs: dict[str, Any] = {
+            "input_ids": input_ids, "attention_mask": attention, "position_ids": positions, "logits_to_keep": targets - 1,
+        }
+        prefix = self._shareable_prefix(input_ids, attention, targets)
+        if prefix:
+            inputs = _after_shared_prefix(model, prefix, **inputs)
+        picked, picked_entropy = self._head_forward(model, input_ids[:, targets], with_entropy, **inputs)
         # where(), not a product with the mask: positions outside the response must read +0.0, not -0.0.
         keep = response[:, targets]
 
@@ -175,6 +184,21 @@ class Trainer:
             return out.index_copy(1, targets, torch.where(keep, values, 0.0))
 
         return spread(picked), None if picked_entropy is None else spread(picked_entropy)
+
+    def _shareable_prefix(self, input_ids: Tensor, attention: Tensor, targets: Tensor) -> int:
+        """How many leading tokens of a padded micro-batch run once for all its rows (`_after_shared_prefix`): the
+        rows' common prefix, up to the first position that predicts a response token. A GRPO group's samples share
+        their whole prompt and most rows share a system prompt, so this is most of a row's tokens when responses are
+        short (the CPU demo: a 221-token prompt, 20 response tokens). Off for a prefix too short to pay for a second
+        model call, and under gradients wherever the prefix's backward would not be plain autograd: FSDP frees a
+        layer's gathered weights after the first of the layer's two backward passes, and gradient checkpointing
+        turns the cache off."""
+        if not self.config.share_prefix or input_ids.shape[0] < 2:
+            return 0
+        if torch.is_grad_enabled() and (self.fsdp != "none" or self.config.gradient_checkpointing):
+            return 0
+        prefix = shared_prefix_length(input_ids, attention, int(targets.min()) - 1)
+        return prefix if prefix >= MIN_SHARED_PREFIX else 0
 
     def _forward_packed(
         self, model: torch.nn.Module, input_ids: Tensor, attention: Tensor, response: Tensor, with_entropy: bool
@@ -217,7 +241,7 @@ class Trainer:
 
         head.forward = head_forward
         try:
-            out = model(use_cache=False, **inputs).logits
+            out = model(**{"use_cache": False, **inputs}).logits
         finally:
             del head.forward  # back to the class's forward
         return out[..., 0], out[..., 1] if with_entropy else None
@@ -241,47 +265,41 @@ class Trainer:
     def compute_log_probs(self, batch_path: str, out_path: str) -> dict[str, Any]:
         """Writes old_log_probs, entropy and (with a reference) ref_log_probs, all [B, T] float32, to out_path. The
         metrics time the parts (rank 0's view): reading the batch, the policy's and the reference's forwards (each
-        with its copies to the CPU), and gathering the ranks' rows into the file."""
+        writing its rows into the [B, T] tensors), and summing the ranks' tensors into rank 0 and writing the file."""
         timer = _Timer(self.device)
         with timer.part("batch_read"):
             batch = load_batch(batch_path)
-        plan = self._plan(batch, list(range(batch["input_ids"].shape[0])))
-        results: dict[str, dict[int, Tensor]] = {"old_log_probs": {}, "entropy": {}, "ref_log_probs": {}}
+        size, seq_len = batch["input_ids"].shape
+        plan = self._plan(batch, list(range(size)))
+        names = ["old_log_probs", "entropy"] + (["ref_log_probs"] if self.ref is not None else [])
+        # Each row is written by exactly one rank and is 0 on the others, so a sum over ranks assembles the batch.
+        tensors = {name: torch.zeros(size, seq_len, dtype=torch.float32, device=self.device) for name in names}
         self.model.eval()
         for rows in plan.per_rank[self.rank]:
+            index = torch.tensor(rows, dtype=torch.long, device=self.device)
             with timer.part("old_log_prob_actor"):
                 log_probs, entropy = self._forward(self.model, batch, rows)
-                for i, row in enumerate(rows):
-                    results["old_log_probs"][row] = log_probs[i].float().cpu()
-                    results["entropy"][row] = entropy[i].float().cpu()  # type: ignore[index]
+                if rows:
+                    width = log_probs.shape[1]
+                    tensors["old_log_probs"][:, :width].index_copy_(0, index, log_probs.float())
+                    tensors["entropy"][:, :width].index_copy_(0, index, entropy.float())  # type: ignore[union-attr]
             if self.ref is not None:
                 with timer.part("ref"):
                     ref = self._forward(self.ref, batch, rows, with_entropy=False)[0]
-                    for i, row in enumerate(rows):
-                        results["ref_log_probs"][row] = ref[i].float().cpu()
+                    if rows:
+                        tensors["ref_log_probs"][:, : ref.shape[1]].index_copy_(0, index, ref.float())
         metrics: dict[str, Any] = {}
         with timer.part("log_prob_save"):
-            gathered: list[Any] | None = [None] * self.world if self.rank == 0 else None
-            dist.gather_object(results, gathered, dst=0)
+            if self.world > 1:
+                for name in names:
+                    dist.reduce(tensors[name], dst=0, op=dist.ReduceOp.SUM)
             if self.rank == 0:
-                metrics = self._log_prob_outputs(batch, results, gathered or [], out_path)
+                metrics = self._log_prob_outputs(batch, {name: t.cpu() for name, t in tensors.items()}, out_path)
         metrics.update(timer.metrics())
         return {"path": out_path, "metrics": metrics}
 
-    def _log_prob_outputs(
-        self, batch: dict[str, Tensor], results: dict[str, dict[int, Tensor]], gathered: list[Any], out_path: str
-    ) -> dict[str, Any]:
-        """Rank 0: the ranks' rows as [B, T] tensors written to out_path, and the entropy and mismatch metrics."""
-        size, seq_len = batch["input_ids"].shape
-        tensors: dict[str, Tensor] = {}
-        for name in results:
-            if name == "ref_log_probs" and self.ref is None:
-                continue
-            full = torch.zeros(size, seq_len, dtype=torch.float32)
-            for part in gathered:
-                for row, values in part[name].items():
-                    full[row, : values.shape[0]] = values
-            tensors[name] = full
+    def _log_prob_outputs(self, batch: dict[str, Tensor], tensors: dict[str, Tensor], out_path: str) -> dict[str, Any]:
+        """Rank 0: the [B, T] tensors written to out_path, and the entropy and mismatch metrics."""
         mask = batch["response_mask"].float()
         metrics: dict[str, Any] = {"actor/entropy": algos.masked_mean(tensors["entropy"], mask).item()}
         for name, positions in algos.response_turn_classes(batch["response_mask"]).items():
@@ -649,6 +667,26 @@ def _has_flash_attn() -> bool:
     import importlib.util
 
     return importlib.util.find_spec("flash_attn") is not None
+
+
+def _after_shared_prefix(
+    model: torch.nn.Module, prefix: int, input_ids: Tensor, attention_mask: Tensor, position_ids: Tensor, logits_to_keep: Tensor
+) -> dict[str, Any]:
+    """Runs the first `prefix` tokens, which every row has in common, once (one row, the real lm_head on its last
+    position only), and returns the model inputs that run the rest of every row on that row's copy of the prefix's
+    key/value cache. The log-probs are those of the full rows up to float rounding (1e-6 on the CPU demo), and
+    autograd carries each row's gradient back through its cache copy into the one prefix pass, so the gradients are
+    the full rows' too."""
+    rows = input_ids.shape[0]
+    cache = model(
+        input_ids=input_ids[:1, :prefix], attention_mask=attention_mask[:1, :prefix], position_ids=position_ids[:1, :prefix],
+        use_cache=True, logits_to_keep=1,
+    ).past_key_values
+    cache.batch_repeat_interleave(rows)
+    return {
+        "input_ids": input_ids[:, prefix:], "attention_mask": attention_mask, "position_ids": position_ids[:, prefix:],
+        "past_key_values": cache, "use_cache": True, "logits_to_keep": logits_to_keep - prefix,
+    }
 
 
 def _unwrapped(model: torch.nn.Module) -> torch.nn.Module:

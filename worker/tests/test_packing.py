@@ -7,12 +7,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agentrl_worker import algos
 from agentrl_worker.config import WorkerConfig
 from agentrl_worker.make_tiny import make_tiny
 from agentrl_worker.trainer import Trainer
 
-from worker_harness import TOKENIZER_DIR, cpu_rank
+from worker_harness import TOKENIZER_DIR, assert_same_update, cpu_rank, noisy_log_probs
 
 pytestmark = pytest.mark.slow
 
@@ -104,25 +103,7 @@ def test_packed_update_gradient_equals_padded(env, mode):
     packed, padded = _trainer(env, True, **config), _trainer(env, False, **config)
     batch = _batch(_vocab(packed))
     rows = list(range(len(LENGTHS)))
-    gen = torch.Generator().manual_seed(9)
-    mask = batch["response_mask"].bool()
     with torch.no_grad():
-        base, _ = padded._forward(padded.model, batch, rows)
-    width = base.shape[1]
-    noisy = lambda scale: torch.nn.functional.pad(  # noqa: E731
-        torch.where(mask[:, :width], base + scale * torch.randn(base.shape, generator=gen), 0.0), (0, mask.shape[1] - width))
-    batch["old_log_probs"], batch["ref_log_probs"] = noisy(0.5), noisy(0.3)
-    advantages = algos.grpo_advantages(batch["rewards"], batch["group_ids"])
+        noisy_log_probs(batch, padded._forward(padded.model, batch, rows)[0], seed=9)
     assert len(packed._plan(batch, rows).per_rank[0]) > 1 and len(padded._plan(batch, rows).per_rank[0]) > 1
-    metrics_packed = packed._accumulate_gradients(batch, rows, advantages, None)
-    metrics_padded = padded._accumulate_gradients(batch, rows, advantages, None)
-    for name in ("actor/pg_loss", "actor/entropy", "actor/kl_loss", "actor/ppo_kl"):
-        assert metrics_packed[name] == pytest.approx(metrics_padded[name], abs=TOL), name
-    grads_padded = dict(padded.model.named_parameters())
-    largest = 0.0
-    for name, p in packed.model.named_parameters():
-        got, want = p.grad.full_tensor() if hasattr(p.grad, "full_tensor") else p.grad, grads_padded[name].grad
-        want = want.full_tensor() if hasattr(want, "full_tensor") else want
-        largest = max(largest, want.abs().max().item())
-        assert (got - want).abs().max() <= TOL, (name, (got - want).abs().max().item())
-    assert largest > 1e-3
+    assert_same_update((packed, padded), batch, TOL)

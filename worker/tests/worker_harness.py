@@ -139,3 +139,38 @@ class WorkerProcess:
         self.server.close()
         self.log.close()
         shutil.rmtree(self.socket_dir, ignore_errors=True)
+
+
+def noisy_log_probs(batch: dict[str, torch.Tensor], base: torch.Tensor, seed: int) -> None:
+    """Sets the batch's old_log_probs and ref_log_probs to `base` (a trainer's log-probs, [B, width]) plus noise on
+    the response tokens, 0 elsewhere, padded to the batch's width: an update then has ratios and a KL to work on."""
+    gen = torch.Generator().manual_seed(seed)
+    mask = batch["response_mask"].bool()
+    width = base.shape[1]
+
+    def noisy(scale: float) -> torch.Tensor:
+        values = torch.where(mask[:, :width], base + scale * torch.randn(base.shape, generator=gen), 0.0)
+        return torch.nn.functional.pad(values, (0, mask.shape[1] - width))
+
+    batch["old_log_probs"], batch["ref_log_probs"] = noisy(0.5), noisy(0.3)
+
+
+def assert_same_update(trainers: tuple, batch: dict[str, torch.Tensor], tol: float) -> None:
+    """Two trainers' `_accumulate_gradients` on the whole batch (policy loss, entropy bonus, KL to the reference):
+    the same loss metrics and gradients within `tol`, on gradients that are not all near 0."""
+    from agentrl_worker import algos
+
+    rows = list(range(batch["input_ids"].shape[0]))
+    advantages = algos.grpo_advantages(batch["rewards"], batch["group_ids"])
+    first, second = (t._accumulate_gradients(batch, rows, advantages, None) for t in trainers)
+    for name in ("actor/pg_loss", "actor/entropy", "actor/kl_loss", "actor/ppo_kl"):
+        assert abs(first[name] - second[name]) <= tol, (name, first[name], second[name])
+    full = lambda g: g.full_tensor() if hasattr(g, "full_tensor") else g  # noqa: E731
+    want_grads = dict(trainers[1].model.named_parameters())
+    largest = 0.0
+    for name, p in trainers[0].model.named_parameters():
+        got, want = full(p.grad), full(want_grads[name].grad)
+        largest = max(largest, want.abs().max().item())
+        assert (got - want).abs().max() <= tol, (name, (got - want).abs().max().item())
+    assert largest > 1e-3
+

@@ -52,6 +52,7 @@ export const initConfig = z.strictObject({
   gradient_checkpointing: z.boolean().optional(),
   micro_batch_token_budget: int().min(1).optional(),
   use_remove_padding: z.boolean().optional(),
+  share_prefix: z.boolean().optional(),
   packed_sdpa: z.boolean().optional(),
   logprob_chunk_tokens: int().min(1).optional(),
   param_offload: z.boolean().optional(),
@@ -140,7 +141,7 @@ export const results = {
   init: z.strictObject({
     world_size: int().positive(),
     device: z.string(),
-    fsdp: z.enum(["fsdp2", "fsdp1"]),
+    fsdp: z.enum(["fsdp2", "fsdp1", "none"]),
     load_s: z.number(),
   }),
   compute_log_probs: z.strictObject({ path: z.string(), metrics }),
