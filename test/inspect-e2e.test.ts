@@ -266,7 +266,7 @@ describe("filtering and sorting", () => {
     weight_version: (t) => t.weight_version ?? null, server: (t) => t.server ?? null, tool: (t) => t.calls[0]?.name ?? null,
     reward: (t) => t.reward, score: (t) => t.score,
     acc: (t) => {
-      const acc = (JSON.parse(t.reward_extra ?? "{}") as { acc?: unknown }).acc; // the built-in scorers report it
+      const acc = t.reward_extra?.["acc"]; // the built-in scorers report it
       return typeof acc === "boolean" ? Number(acc) : Number(t.score >= 1);
     },
     advantage: (t) => t.advantage ?? null, turns: (t) => t.assistant_turns,

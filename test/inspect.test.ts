@@ -105,8 +105,8 @@ describe("InspectStats", () => {
     stats.add(
       makeTrajectory(2, {
         calls: [
-          { turn: 0, name: "calc", arguments: "{}", response: "boom", latency_ms: 7, step_reward: null, error_kind: "exception", error: "boom" },
-          { turn: 0, name: "", arguments: "{}", response: "bad", latency_ms: 0, step_reward: null, error_kind: "parse:malformed_json", error: "bad" },
+          { turn: 0, name: "calc", arguments: {}, response: "boom", latency_ms: 7, step_reward: null, error_kind: "exception", error: "boom" },
+          { turn: 0, name: "", arguments: {}, response: "bad", latency_ms: 0, step_reward: null, error_kind: "parse:malformed_json", error: "bad" },
         ],
       }),
     );

@@ -107,8 +107,8 @@ async function rollout(name: string, data: string, loops: Record<string, Record<
 
 const chatAgent = (mode: string) => ({ kind: "openai", command: ["node", `${AGENTS}/chat-agent.mjs`], env: { AGENT_MODE: mode } });
 const jsAgent = (name: string) => ({ kind: "openai", function: `${AGENTS}/js-agents.mjs#${name}` });
-const extra = (t: Trajectory) => JSON.parse(t.reward_extra ?? "null") as Record<string, any>;
-const messagesOf = (t: Trajectory) => JSON.parse(t.messages) as Array<{ role: string; content: string }>;
+const extra = (t: Trajectory) => (t.reward_extra ?? null) as Record<string, any>;
+const messagesOf = (t: Trajectory) => t.messages as Array<{ role: string; content: string }>;
 
 beforeAll(async () => {
   model = await loadChatModel(QWEN3_DIR);
@@ -207,7 +207,7 @@ describe("one run with crashing, silent, summarising and probing agents beside o
       expect(segment!.reason).toBe("message 1 (user) differs from the record's");
       // The closed segment: the row's prompt and the tool call (mask 1); the tool's answer never reached the gateway,
       // since the summary replaced it before the next request.
-      const segmentMessages = JSON.parse(segment!.messages) as Array<{ role: string; content: string }>;
+      const segmentMessages = segment!.messages as Array<{ role: string; content: string }>;
       expect(segmentMessages.map((m) => m.role)).toEqual(["system", "user", "assistant"]);
       expect(segmentMessages[1]!.content).toContain(question(at("summarise")));
       expectMaskOnSampled(segment!.response_ids, segment!.response_mask, [toolCall(answer)]);

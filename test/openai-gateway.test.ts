@@ -70,7 +70,7 @@ describe.each(AGENT_LOOPS.map(([label, name], i) => [label, name, i + 1] as cons
 
   it("completes every trajectory, rewarded by the agent", () => {
     expect(trajectories().map((t) => [t.status, t.finish_reason, t.reward, t.error])).toEqual([0, 1].map(() => ["completed", "stop", 1, null]));
-    expect(trajectories().map((t) => JSON.parse(t.reward_extra!))).toEqual([0, 1].map(() => ({ answer: "4" })));
+    expect(trajectories().map((t) => t.reward_extra)).toEqual([0, 1].map(() => ({ answer: "4" })));
   });
 
   it("records exactly the ids, mask and logprobs the built-in tool_agent records for the same conversation", () => {
@@ -79,10 +79,10 @@ describe.each(AGENT_LOOPS.map(([label, name], i) => [label, name, i + 1] as cons
   });
 
   it("records the calls the agent ran itself, with their results, as tool_agent records its own", () => {
-    const call = (t: Trajectory) => t.calls.map((c) => [c.turn, c.name, JSON.parse(c.arguments), c.response]);
+    const call = (t: Trajectory) => t.calls.map((c) => [c.turn, c.name, c.arguments, c.response]);
     expect(trajectories().map(call)).toEqual(builtin.map(call));
     expect(trajectories().map((t) => t.tool_calls)).toEqual([1, 1]);
-    const toolSegment = (t: Trajectory) => t.segments.filter((s) => s.kind === "tool").map((s) => [s.tool_name, JSON.parse(s.arguments!)]);
+    const toolSegment = (t: Trajectory) => t.segments.filter((s) => s.kind === "tool").map((s) => [s.tool_name, s.arguments]);
     expect(trajectories().map(toolSegment)).toEqual(builtin.map(toolSegment));
   });
 });

@@ -224,7 +224,7 @@ describe("agentrl rollout with a Python reward file", () => {
     expect(result.code).toBe(0);
     const all = (await readAllTrajectories(out)).sort((a, b) => a.data_index - b.data_index);
     expect(all.map((t) => t.reward)).toEqual([0.5, 0.25, 0.25]);
-    const extras = all.map((t) => JSON.parse(t.reward_extra ?? "null"));
+    const extras = all.map((t) => t.reward_extra as Record<string, unknown>);
     expect(extras.map((e) => [e.acc, e.label, e.index])).toEqual([[true, "gsm", 0], [false, "gsm", 1], [false, "gsm", 2]]);
     const shown = await runCli(["inspect", out, "show", all[0]!.id]);
     expect(shown.code).toBe(0);

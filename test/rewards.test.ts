@@ -227,16 +227,16 @@ describe("the vault reward (data_source agentrl/vault)", () => {
 
 describe("accuracy: a scorer's acc, else score >= 1", () => {
   it("reads acc from reward_extra (boolean or number) and falls back to score >= 1", () => {
-    expect(trajectoryAcc({ score: 0.5, reward_extra: '{"acc":true}' })).toBe(1);
-    expect(trajectoryAcc({ score: 1, reward_extra: '{"acc":false}' })).toBe(0);
-    expect(trajectoryAcc({ score: 1, reward_extra: '{"acc":0.5}' })).toBe(0.5);
-    expect(trajectoryAcc({ score: 1, reward_extra: '{"other":1}' })).toBe(1);
+    expect(trajectoryAcc({ score: 0.5, reward_extra: { acc: true } })).toBe(1);
+    expect(trajectoryAcc({ score: 1, reward_extra: { acc: false } })).toBe(0);
+    expect(trajectoryAcc({ score: 1, reward_extra: { acc: 0.5 } })).toBe(0.5);
+    expect(trajectoryAcc({ score: 1, reward_extra: { other: 1 } })).toBe(1);
     expect(trajectoryAcc({ score: 0.99, reward_extra: null })).toBe(0);
   });
 
   it("train acc/mean and validation acc/mean@1 and pass@k use it", () => {
     // Shaped rewards below 1 with correct answers: score >= 1 would say 0 accuracy.
-    const extra = (acc: boolean) => JSON.stringify({ acc });
+    const extra = (acc: boolean) => ({ acc });
     const list = [
       makeTrajectory(0, { score: 0.5, reward: 0.5, reward_extra: extra(true) }), // group 0, sample 0
       makeTrajectory(1, { score: 0.5, reward: 0.5, reward_extra: extra(false) }), // group 0, sample 1

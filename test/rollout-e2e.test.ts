@@ -9,7 +9,7 @@ import path from "node:path";
 import { REPO_ROOT, SHARED, runCli } from "./helpers/cli.js";
 import { IM_END, QWEN3_DIR } from "./helpers/qwen3.js";
 import { startFakeSglang, type FakeSglang } from "./fake-sglang/index.js";
-import { loadChatModel, type ChatModel } from "../src/chat/index.js";
+import { loadChatModel, type ChatMessage, type ChatModel } from "../src/chat/index.js";
 import { readTrajectories } from "../src/data/trajectory-store.js";
 import type { Trajectory } from "../src/data/trajectory.js";
 import { tempDir as tmp } from "./helpers/tmp.js";
@@ -83,7 +83,7 @@ describe("rollout with the calc_gsm8k_reward tool", () => {
     const [first] = await readAll(out);
     const t = first!;
     // The prompt is the template render of the row's messages with the tool schema and the generation prompt.
-    const messages = JSON.parse(t.messages);
+    const messages = t.messages as ChatMessage[];
     const renderedPrompt = model.encode(
       model.render(messages.slice(0, 2), { tools: [toolSchema()], addGenerationPrompt: true }),
     );
@@ -109,7 +109,7 @@ describe("rollout with the calc_gsm8k_reward tool", () => {
   it("records the tool call, its text and the rewards with their parts", async () => {
     const [t] = await readAll(out);
     expect(t!.calls).toEqual([
-      expect.objectContaining({ turn: 0, name: "calc_gsm8k_reward", arguments: '{"answer":"17"}', response: "Current parsed answer='17' reward=0.0", step_reward: -0.05, error_kind: null }),
+      expect.objectContaining({ turn: 0, name: "calc_gsm8k_reward", arguments: { answer: "17" }, response: "Current parsed answer='17' reward=0.0", step_reward: -0.05, error_kind: null }),
     ]);
     expect(t!.reward).toBe(1);
     expect(t!.score).toBe(1);

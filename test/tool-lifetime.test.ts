@@ -163,7 +163,7 @@ describe("tool_lifetime: trajectory (the default)", () => {
     expect(t.calls.map((c) => c.response)).toEqual(["count=1", "count=2", "count=3"]);
     expect(tool.of("create")).toHaveLength(1);
     expect(other.of("create")).toHaveLength(0); // not in tools_kwargs and never called
-    expect(JSON.parse(t.tool_scores!)).toEqual({ counter: 3 });
+    expect(t.tool_scores).toEqual({ counter: 3 });
     expect(t.reward).toBe(t.score); // tool_score_reward: none, as in verl
     expectReleasedOnce(tool);
     // calc_reward runs before release.
@@ -193,7 +193,7 @@ describe("tool_lifetime: trajectory (the default)", () => {
     const [a, b] = await Promise.all([runTrajectory(sampleOf(0), ctx), runTrajectory(sampleOf(1), ctx)]);
     for (const t of [a!, b!]) {
       expect(t.calls.map((c) => c.response)).toEqual(["count=1", "count=2", "count=3"]);
-      expect(JSON.parse(t.tool_scores!)).toEqual({ counter: 3 });
+      expect(t.tool_scores).toEqual({ counter: 3 });
     }
     expect(tool.of("create")).toHaveLength(2);
     const trajectoriesOf = (id: string) =>
@@ -209,7 +209,7 @@ describe("tool_lifetime: trajectory (the default)", () => {
     const t = await runTrajectory(sampleOf(0), ctx);
     expect(t.calls.map((c) => c.response)).toEqual(["count=1", "count=2"]);
     expect(other.of("create")).toEqual([{ op: "create", id: "other-0", kwargs: {} }]);
-    expect(JSON.parse(t.tool_scores!)).toEqual({ counter: 0, other: 2 });
+    expect(t.tool_scores).toEqual({ counter: 0, other: 2 });
     expectReleasedOnce(other);
   });
 
@@ -235,7 +235,7 @@ describe("release runs exactly once per instance on every exit path", () => {
     const { ctx, tool } = await setup({ respond: (ids) => (toolTurns(ids) < 1 ? callTurn("counter") : long) }, {}, { maxResponseLength: 128 });
     const t = await runTrajectory(sampleOf(0), ctx);
     expect([t.status, t.finish_reason]).toEqual(["truncated", "length"]);
-    expect(JSON.parse(t.tool_scores!)).toEqual({ counter: 1 });
+    expect(t.tool_scores).toEqual({ counter: 1 });
     expectReleasedOnce(tool);
   });
 
@@ -259,7 +259,7 @@ describe("release runs exactly once per instance on every exit path", () => {
     const { ctx, tool } = await setup({ ...threeCalls, faults: { queue: [null, { type: "hang" }] } }, {}, { trajectory_timeout: 0.5 });
     const t = await runTrajectory(sampleOf(0), ctx);
     expect([t.status, t.finish_reason]).toEqual(["aborted", "deadline"]);
-    expect(JSON.parse(t.tool_scores!)).toEqual({ counter: 1 });
+    expect(t.tool_scores).toEqual({ counter: 1 });
     expectReleasedOnce(tool);
   });
 

@@ -194,8 +194,8 @@ describe("agentrl rollout with the Python gsm8k tool and a JS tool in one YAML",
       ["word_count", "words=2", 0.5],
       ["calc_gsm8k_reward", "Current parsed answer='18' reward=1.0", 0],
     ]);
-    expect(JSON.parse(first.tool_scores!)).toMatchObject({ calc_gsm8k_reward: 1 });
-    expect(all.filter((t) => t.data_index === 1).map((t) => JSON.parse(t.tool_scores!).calc_gsm8k_reward)).toEqual([0, 0]);
+    expect(first.tool_scores).toMatchObject({ calc_gsm8k_reward: 1 });
+    expect(all.filter((t) => t.data_index === 1).map((t) => t.tool_scores!["calc_gsm8k_reward"])).toEqual([0, 0]);
   });
 
   it("a syntax error in the tool file stops the run at start-up with exit 2, naming the file and class", async () => {

@@ -16,7 +16,7 @@ function segment(first: number): ContextSegment {
     response_ids: [first + 2, first + 3, first + 4],
     response_mask: [1, 0, 1],
     response_logprobs: [-0.1, 0, -0.3],
-    messages: "[]",
+    messages: [],
     reason: "history rewritten",
     drift: "match",
   };

@@ -83,7 +83,7 @@ describe("agentrl train with trainer.val_only", () => {
     const validated = [];
     for await (const t of readTrajectories(path.join(runDir, "rollouts", `val-${pad6(0)}.parquet`))) validated.push(t);
     // open_vault's instance, created from each row's tools_kwargs, gave its calc_reward to the reward function.
-    expect(validated.map((t) => [t.agent_loop, JSON.parse(t.reward_extra!).tools])).toEqual(validated.map(() => ["tool_agent", ["open_vault"]]));
+    expect(validated.map((t) => [t.agent_loop, t.reward_extra!["tools"]])).toEqual(validated.map(() => ["tool_agent", ["open_vault"]]));
   }, RUN_TIMEOUT_MS);
 
   it("needs data.val_files, naming the config file (exit 2, before anything starts)", async () => {

@@ -87,13 +87,13 @@ describe("a Python tool, reward and agent loop on the embedded engine", () => {
       expect(t.calls.map((c) => [c.name, c.response, c.error_kind ?? null])).toEqual([
         ["calc_gsm8k_reward", `Current parsed answer='${t.ground_truth}' reward=1.0`, null],
       ]);
-      expect(JSON.parse(t.tool_scores!)).toEqual({ calc_gsm8k_reward: 1 });
+      expect(t.tool_scores).toEqual({ calc_gsm8k_reward: 1 });
     }
   });
 
   it("scored every trajectory with the Python reward function, which saw the tool scores; its extra keys recorded", () => {
     for (const t of all) {
-      const extra = JSON.parse(t.reward_extra!) as Record<string, unknown>;
+      const extra = t.reward_extra!;
       expect([t.reward, extra["acc"], extra["index"], extra["seen"]]).toEqual([1, false, t.data_index, ["calc_gsm8k_reward"]]);
     }
   });

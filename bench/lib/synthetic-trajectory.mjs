@@ -12,7 +12,7 @@ export function synthetic(i) {
   const mask = Array.from({ length }, (_, k) => (k >= first && k < first + tool ? 0 : 1));
   const failed = i % 17 === 0;
   return {
-    format_version: 1,
+    format_version: 2,
     id: `${Math.floor(i / 4)}:${i % 4}`,
     data_index: Math.floor(i / 4),
     sample_index: i % 4,
@@ -29,19 +29,22 @@ export function synthetic(i) {
     trainer_logprobs: null,
     segments: [
       { kind: "assistant", turn: 0, start: 0, end: first, text: `Let me compute step ${i}. <tool_call>{"name":"calculator"}</tool_call>`, finish_reason: "stop" },
-      { kind: "tool", turn: 1, start: first, end: first + tool, text: `<tool_response>${i * 3}</tool_response>`, tool_name: "calculator", arguments: `{"expression":"${i}*3"}`, latency_ms: 1 + (i % 50) / 10 },
+      { kind: "tool", turn: 1, start: first, end: first + tool, text: `<tool_response>${i * 3}</tool_response>`, tool_name: "calculator", arguments: { expression: `${i}*3` }, latency_ms: 1 + (i % 50) / 10 },
       { kind: "assistant", turn: 1, start: first + tool, end: length, text: `So the answer is #### ${i % 100}`, finish_reason: "stop" },
     ],
     calls: [
       {
-        turn: 0, name: "calculator", arguments: `{"expression":"${i}*3"}`, response: failed ? "Error: boom" : String(i * 3),
+        turn: 0, name: "calculator", arguments: { expression: `${i}*3` }, response: failed ? "Error: boom" : String(i * 3),
         latency_ms: 1 + (i % 50) / 10, step_reward: null, error_kind: failed ? "exception" : null, error: failed ? "boom" : null,
       },
     ],
-    messages: JSON.stringify([
+    messages: [
       { role: "system", content: "You are a math expert. Use the calculator tool." },
       { role: "user", content: `Question ${i}: a farmer has ${i} eggs and ... how many are left?` },
-    ]),
+      { role: "assistant", content: `Let me compute step ${i}.`, tool_calls: [{ type: "function", function: { name: "calculator", arguments: { expression: `${i}*3` } } }] },
+      { role: "tool", content: String(i * 3) },
+      { role: "assistant", content: `So the answer is #### ${i % 100}` },
+    ],
     reward: i % 3 === 0 ? 1 : 0,
     score: i % 3 === 0 ? 1 : 0,
     tool_rewards: [],

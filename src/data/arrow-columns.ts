@@ -1,12 +1,13 @@
 /**
  * Arrow columns built straight into their buffers, for the types trajectory files are made of: strings, 8/16/32-bit
- * integers and floats, lists of those numbers, and lists of structs whose fields are those. apache-arrow's builders
- * append value by value through several layers, and on trajectories they were most of a parquet part's cost
+ * integers and floats, and lists and structs of those, nested to any depth (a message's tool calls' function).
+ * apache-arrow's builders append value by value through several layers, and on trajectories they were most of a
+ * parquet part's cost
  * (bench/trajectory-io.mjs). Each function returns undefined when a value does not fit the fast path (a number in a
- * string column, a struct nested deeper), and the caller then uses arrow's builder: the result is the same either way
+ * string column, a map), and the caller then uses arrow's builder: the result is the same either way
  * (test/parquet-fast-columns.test.ts compares the two).
  */
-import { DataType, makeData, type Data, type Struct } from "apache-arrow";
+import { DataType, makeData, type Data, type Field, type Struct } from "apache-arrow";
 
 type NumberArray = Int8Array | Int16Array | Int32Array | Float32Array | Float64Array;
 
@@ -79,19 +80,29 @@ function flattenLists(lists: readonly unknown[]): { valueOffsets: Int32Array; it
 }
 
 /**
- * A list column whose items are numbers, or structs of strings and numbers (trajectory segments, tool calls,
- * version spans); undefined for other item types or values that do not fit.
+ * A list column whose items are numbers, or any column type this file builds (trajectory segments, tool calls,
+ * version spans, chat messages with their tool calls); undefined for other item types or values that do not fit.
  */
 export function listColumn(type: DataType, lists: readonly unknown[]): Data | undefined {
   if (!DataType.isList(type)) return undefined;
-  const itemType = type.children[0]!.type;
-  const ArrayType = numberArrayOf(itemType);
-  if (ArrayType) return numberListColumn(type, itemType, ArrayType, lists);
-  if (!DataType.isStruct(itemType)) return undefined;
+  const itemField = type.children[0]!;
+  const ArrayType = numberArrayOf(itemField.type);
+  if (ArrayType) return numberListColumn(type, itemField.type, ArrayType, lists);
   const flat = flattenLists(lists);
-  const child = flat && structColumn(itemType, flat.items);
+  const child = flat && fastColumn(itemField, flat.items);
   if (!flat || !child) return undefined;
   return makeData({ type, length: lists.length, ...validity(lists), valueOffsets: flat.valueOffsets, child } as never);
+}
+
+/**
+ * A column of `field`'s type: strings, numbers, lists and structs of those at any depth; undefined when a type or a
+ * value does not fit. A missing struct is refused where the field is not nullable (a list's items).
+ */
+export function fastColumn(field: Field, values: readonly unknown[]): Data | undefined {
+  const { type } = field;
+  if (DataType.isList(type)) return listColumn(type, values);
+  if (DataType.isStruct(type)) return structColumn(type, values, field.nullable);
+  return flatColumn(type, values);
 }
 
 /** Lists of numbers (token ids, masks, log-probs: most of a trajectory's bytes), copied straight into one array. */
@@ -125,17 +136,19 @@ function numberListColumn(
   return makeData({ type, length: lists.length, ...validity(lists), valueOffsets, child } as never);
 }
 
-/** Structs (never missing themselves) whose fields are strings or numbers. */
-function structColumn(type: Struct, items: readonly unknown[]): Data | undefined {
-  for (const item of items) if (item === null || typeof item !== "object") return undefined;
+/** Structs whose fields are any column type this file builds; missing ones only where `nullable`. */
+function structColumn(type: Struct, items: readonly unknown[], nullable: boolean): Data | undefined {
+  for (const item of items) {
+    if (isMissing(item) ? !nullable : typeof item !== "object") return undefined;
+  }
   const children: Data[] = [];
   for (const field of type.children) {
-    const column = flatColumn(
-      field.type,
-      items.map((item) => (item as Record<string, unknown>)[field.name]),
+    const column = fastColumn(
+      field,
+      items.map((item) => (item as Record<string, unknown> | null | undefined)?.[field.name]),
     );
     if (!column) return undefined;
     children.push(column);
   }
-  return makeData({ type, length: items.length, nullCount: 0, children });
+  return makeData({ type, length: items.length, ...validity(items), children } as never);
 }

@@ -20,7 +20,7 @@ import {
 } from "apache-arrow";
 import * as parquet from "parquet-wasm";
 import { writeFileAtomic } from "./atomic.js";
-import { flatColumn, listColumn } from "./arrow-columns.js";
+import { fastColumn } from "./arrow-columns.js";
 import { checkInputFile, describeFileError } from "./input-file.js";
 import { InputError } from "../errors.js";
 
@@ -56,7 +56,7 @@ export function rowsToTable(
 
 function buildColumn(field: Field, rows: readonly Record<string, unknown>[]): Vector {
   const values = rows.map((row) => row[field.name]);
-  const fast = listColumn(field.type, values) ?? flatColumn(field.type, values);
+  const fast = fastColumn(field, values);
   if (fast) return new Vector([fast]);
   const builder = makeBuilder({ type: field.type, nullValues: [null, undefined] });
   const coerce = coercerFor(field.type);
@@ -162,6 +162,19 @@ export async function writeParquetStream(
     })(),
   );
   return written;
+}
+
+/** The items of `items` in arrays of `size` (the last one shorter), for rowChunksToBatches. */
+export async function* inChunks<T>(items: AsyncIterable<T>, size: number): AsyncGenerator<T[]> {
+  let chunk: T[] = [];
+  for await (const item of items) {
+    chunk.push(item);
+    if (chunk.length >= size) {
+      yield chunk;
+      chunk = [];
+    }
+  }
+  if (chunk.length > 0) yield chunk;
 }
 
 /** Rows, a chunk at a time, as parquet-wasm record batches with exactly `schema`'s types (and `metadata`). */

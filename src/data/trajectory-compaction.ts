@@ -15,8 +15,9 @@
 import { createReadStream, promises as fs } from "node:fs";
 import { createInterface } from "node:readline";
 import { writeFileAtomic } from "./atomic.js";
-import { rowChunksToBatches, streamParquetRows, writeParquetStream } from "./parquet.js";
-import { TRAJECTORY_PARQUET, trajectoryArrowSchema } from "./trajectory.js";
+import { inChunks, rowChunksToBatches, streamParquetRows, writeParquetStream } from "./parquet.js";
+import { parseTrajectory, TRAJECTORY_PARQUET, trajectoryArrowSchema } from "./trajectory.js";
+import { trajectoryFromParquetRow, trajectoryParquetRow } from "./trajectory-encoding.js";
 
 /** Decides from a record's raw fields (JSON value or parquet row) whether it goes. */
 export type DropRecord = (record: Record<string, unknown>) => boolean;
@@ -34,25 +35,21 @@ export async function rewriteJsonlWithout(file: string, drop: DropRecord): Promi
 }
 
 /**
- * Rewrites one parquet part without the rows `drop` picks, streaming (row groups of `rowGroupSize`). A part left
- * with no row is removed instead: unlinking is atomic too, and an empty part would only be noise.
+ * Rewrites one parquet part without the rows `drop` picks, streaming (row groups of `rowGroupSize`), in this
+ * version's schema (a part of an older format is validated and encoded again). A part left with no row is removed
+ * instead: unlinking is atomic too, and an empty part would only be noise.
  */
 export async function rewritePartWithout(file: string, drop: DropRecord, rowGroupSize: number): Promise<void> {
   let keptRows = 0;
-  async function* chunks(): AsyncGenerator<Record<string, unknown>[]> {
-    let chunk: Record<string, unknown>[] = [];
-    for await (const { row } of streamParquetRows(file)) {
+  async function* kept(): AsyncGenerator<Record<string, unknown>> {
+    for await (const { index, row } of streamParquetRows(file)) {
       if (drop(row)) continue;
       keptRows += 1;
-      chunk.push(row);
-      if (chunk.length >= rowGroupSize) {
-        yield chunk;
-        chunk = [];
-      }
+      yield trajectoryParquetRow(parseTrajectory(trajectoryFromParquetRow(row), `${file}: row ${index}`));
     }
-    if (chunk.length > 0) yield chunk;
   }
   // The rename inside comes after the last row is read, so the part is never read and replaced at once.
-  await writeParquetStream(file, rowChunksToBatches(chunks(), trajectoryArrowSchema), trajectoryArrowSchema, TRAJECTORY_PARQUET(rowGroupSize));
+  const batches = rowChunksToBatches(inChunks(kept(), rowGroupSize), trajectoryArrowSchema);
+  await writeParquetStream(file, batches, trajectoryArrowSchema, TRAJECTORY_PARQUET(rowGroupSize));
   if (keptRows === 0) await fs.rm(file, { force: true });
 }

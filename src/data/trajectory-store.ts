@@ -26,16 +26,17 @@ import {
   writeSync,
 } from "node:fs";
 import path from "node:path";
-import * as parquet from "parquet-wasm";
 import { InputError, RefusedError } from "../errors.js";
 import { pathExists, temporarySibling, writeFileAtomic } from "./atomic.js";
 import { rewriteJsonlWithout, rewritePartWithout, type DropRecord } from "./trajectory-compaction.js";
 import { readJsonLines } from "./jsonl.js";
 import { journalLine, unpackJournalRecord } from "./trajectory-journal.js";
-import { openParquetFile, streamParquetRows, writeParquetRows, writeParquetStream } from "./parquet.js";
+import { inChunks, rowChunksToBatches, streamParquetRows, writeParquetRows, writeParquetStream } from "./parquet.js";
 import { concatParquetFiles } from "./parquet-concat.js";
-import { TRAJECTORY_PARQUET, trajectoryArrowSchema, trajectorySchema, type Trajectory } from "./trajectory.js";
-import { formatIssues } from "../zod-issues.js";
+import { parseTrajectory, TRAJECTORY_PARQUET, trajectoryArrowSchema, type Trajectory } from "./trajectory.js";
+import { trajectoryFromParquetRow, trajectoryParquetRow } from "./trajectory-encoding.js";
+
+export { parseTrajectory };
 
 export type TrajectoryFormat = "parquet" | "jsonl";
 
@@ -105,12 +106,6 @@ export async function checkTrajectoryOutput(file: string, options: OpenOptions =
   const partsDir = partsDirOf(file);
   if (await pathExists(partsDir)) refuseExisting(partsDir);
   if (await pathExists(file)) refuseExisting(file);
-}
-
-export function parseTrajectory(value: unknown, place: string): Trajectory {
-  const parsed = trajectorySchema.safeParse(value);
-  if (!parsed.success) throw new InputError(`${place}: not a trajectory record: ${formatIssues(parsed.error)}`);
-  return parsed.data;
 }
 
 /**
@@ -347,7 +342,7 @@ function partsWriter(state: {
     // Trajectories finishing while the part is written stay pending for the next part.
     const rows = pending.splice(0, pending.length);
     // In row groups of rowGroupSize: close() copies the parts' row groups into the file as they are.
-    await writeParquetRows(name, rows, trajectoryArrowSchema, TRAJECTORY_PARQUET(rowGroupSize));
+    await writeTrajectoryParquet(name, rows, rowGroupSize);
     // Synchronously, so no write() interleaves: the journal now holds exactly what is still pending. A crash before
     // this leaves `rows` both in the part and in the journal; readers de-duplicate them.
     appender.replaceWith(pending.map(journalLine));
@@ -405,21 +400,25 @@ function partNumber(name: string): number {
   return Number(/part-(\d+)/.exec(name)?.[1] ?? 0);
 }
 
+/** Trajectories as a parquet file of `rowGroupSize` rows a group, written atomically. */
+async function writeTrajectoryParquet(file: string, trajectories: readonly Trajectory[], rowGroupSize: number): Promise<void> {
+  await writeParquetRows(file, trajectories.map(trajectoryParquetRow), trajectoryArrowSchema, TRAJECTORY_PARQUET(rowGroupSize));
+}
+
 /**
  * Joins the parts into one parquet file (written beside it, then renamed): their row groups copied as they are
  * (parquet-concat.ts), each at most `rowGroupSize` rows so readers stream it with bounded memory. Parts that do
- * not share one schema (none at all, or a resumed file from another version) are streamed through a re-encode.
+ * not share one schema (none at all, or a resumed file from another version, such as format 1's JSON-text
+ * columns) are read and written again, a row group at a time, in this version's schema.
  */
 async function mergeParts(partsDir: string, file: string, rowGroupSize: number): Promise<void> {
   const parts = await listParts(partsDir);
   if (await concatParquetFiles(parts.map((part) => path.join(partsDir, part)), file)) return;
-  async function* batches(): AsyncGenerator<parquet.RecordBatch> {
-    for (const part of parts) {
-      const handle = await openParquetFile(path.join(partsDir, part));
-      yield* (await handle.stream()) as unknown as AsyncIterable<parquet.RecordBatch>;
-    }
+  async function* rows(): AsyncGenerator<Record<string, unknown>> {
+    for (const part of parts) for await (const t of readPart(path.join(partsDir, part))) yield trajectoryParquetRow(t);
   }
-  await writeParquetStream(file, batches(), trajectoryArrowSchema, TRAJECTORY_PARQUET(rowGroupSize));
+  const batches = rowChunksToBatches(inChunks(rows(), rowGroupSize), trajectoryArrowSchema);
+  await writeParquetStream(file, batches, trajectoryArrowSchema, TRAJECTORY_PARQUET(rowGroupSize));
 }
 
 /**
@@ -431,7 +430,7 @@ async function rewriteInSampleOrder(file: string, rowGroupSize = 256): Promise<v
   for await (const t of readTrajectories(file)) all.push(t);
   all.sort((a, b) => a.data_index - b.data_index || a.sample_index - b.sample_index);
   if (trajectoryFormatOf(file) === "jsonl") await writeFileAtomic(file, all.map((t) => `${JSON.stringify(t)}\n`).join(""));
-  else await writeParquetRows(file, all, trajectoryArrowSchema, TRAJECTORY_PARQUET(rowGroupSize));
+  else await writeTrajectoryParquet(file, all, rowGroupSize);
 }
 
 /** A `.jsonl` output, or with `journal` a parts folder's pending.jsonl (its number lists packed). */
@@ -444,7 +443,7 @@ async function* readJsonlTrajectories(file: string, options: { journal?: boolean
 }
 
 async function* readPart(file: string): AsyncGenerator<Trajectory> {
-  for await (const { index, row } of streamParquetRows(file)) yield parseTrajectory(row, `${file}: row ${index}`);
+  for await (const { index, row } of streamParquetRows(file)) yield parseTrajectory(trajectoryFromParquetRow(row), `${file}: row ${index}`);
 }
 
 async function* readParts(partsDir: string): AsyncGenerator<Trajectory> {

@@ -3,11 +3,27 @@
  * person needs to read it (segments with text, tool calls, rewards and their parts, timings). docs/trajectory-format.md
  * describes every field; this file is the single source of the schema, for JSONL and parquet alike.
  */
-import { Field, Float32, Float64, Int8, Int32, Int64, List, Schema, Struct, Utf8 } from "apache-arrow";
+import { Field, Float32, Float64, Int8, Int32, Int64, List, Schema, Struct, Utf8, type DataType } from "apache-arrow";
 import { z } from "zod";
+import { InputError } from "../errors.js";
+import { formatIssues } from "../zod-issues.js";
 import type { WriteOptions } from "./parquet.js";
+import { fromJsonText, storedMessages, storedSegmentArguments, storedToolScores } from "./trajectory-encoding.js";
 
-export const TRAJECTORY_FORMAT_VERSION = 1;
+/**
+ * 2: messages, reward_extra, tool_scores, drift_detail and tool-call arguments are JSON values (nested arrow types in
+ * parquet); 1 held them as JSON text. Readers take both (trajectory-encoding.ts).
+ */
+export const TRAJECTORY_FORMAT_VERSION = 2;
+
+/** A JSON object with any keys (reward extras, tool-call arguments). */
+const jsonObject = z.record(z.string(), z.unknown());
+
+/** A field stored as JSON text before format 2: the text is parsed, then `schema` validates the value. */
+const fromText = <T extends z.ZodType>(schema: T) => z.preprocess(fromJsonText, schema);
+
+/** Tool-call arguments: the object the model's call held (`{}` when it could not be parsed); JSON text in format 1. */
+const callArguments = fromText(jsonObject);
 
 export const SEGMENT_KINDS = ["prompt", "assistant", "tool", "user", "bridge"] as const;
 export type SegmentKind = (typeof SEGMENT_KINDS)[number];
@@ -26,9 +42,9 @@ export const segmentSchema = z.object({
   start: z.number().int(),
   end: z.number().int(),
   text: z.string(),
-  /** Tool segments: the tool's name and its arguments as JSON text. */
+  /** Tool segments: the tool's name (names, comma-separated) and its arguments (a list of them for several calls). */
   tool_name: z.string().nullish(),
-  arguments: z.string().nullish(),
+  arguments: z.preprocess(storedSegmentArguments, z.union([jsonObject, z.array(jsonObject)]).nullish()),
   latency_ms: z.number().nullish(),
   /** Tool or parse error, when this segment reports one. */
   error: z.string().nullish(),
@@ -50,6 +66,47 @@ export const versionSpanSchema = z.object({
 export type VersionSpan = z.infer<typeof versionSpanSchema>;
 
 /**
+ * A chat message of the record, in OpenAI's shape (role, content, tool_calls with function name and arguments,
+ * tool_call_id, name, reasoning_content), other keys kept. Arguments are an object when they are JSON of one.
+ */
+export const recordMessageSchema = z.looseObject({
+  role: z.string(),
+  content: z.union([z.string(), z.null(), z.array(z.unknown())]).optional(),
+  tool_calls: z
+    .array(
+      z.looseObject({
+        id: z.string().optional(),
+        type: z.string().optional(),
+        function: z.looseObject({ name: z.string(), arguments: z.union([jsonObject, z.string()]) }),
+      }),
+    )
+    .optional(),
+  tool_call_id: z.string().optional(),
+  name: z.string().optional(),
+  reasoning_content: z.string().optional(),
+});
+export type RecordMessage = z.infer<typeof recordMessageSchema>;
+
+/** The conversation as chat messages; JSON text of the list in format 1. */
+const messagesField = z.preprocess(storedMessages, z.array(recordMessageSchema));
+
+/**
+ * The drift check's report (src/chat/drift.ts DriftReport) for a trajectory whose tokens did not match a re-render:
+ * where the two first differ, and a few tokens of each side there.
+ */
+export const driftDetailSchema = z.object({
+  status: z.string(),
+  mode: z.string(),
+  /** First token index (prompt included) where the two differ; -1 when they match. */
+  firstDifference: z.number().int(),
+  accumulatedLength: z.number().int(),
+  renderedLength: z.number().int(),
+  accumulatedExcerpt: z.string(),
+  renderedExcerpt: z.string(),
+});
+export type DriftDetail = z.infer<typeof driftDetailSchema>;
+
+/**
  * An earlier token sequence of the same episode: an OpenAI-API agent (docs/openai-gateway.md) sent a history that did
  * not extend the record (an edited or dropped message, a summarised context), so a new sequence began. It trains
  * with the episode's reward and advantage, as its own row.
@@ -59,8 +116,8 @@ export const contextSegmentSchema = z.object({
   response_ids: z.array(z.number().int()),
   response_mask: z.array(z.number().int()),
   response_logprobs: z.array(z.number()),
-  /** Its chat messages (JSON text), as `messages`. */
-  messages: z.string(),
+  /** Its chat messages, as `messages`. */
+  messages: messagesField,
   /** Why the next request did not extend it. */
   reason: z.string(),
   /** Its own drift check: match, drift, whitespace_only, reasoning_only, skipped. */
@@ -72,8 +129,8 @@ export const toolCallRecordSchema = z.object({
   /** The assistant turn (0-based) that made the call. */
   turn: z.number().int(),
   name: z.string(),
-  /** Arguments as JSON text (as parsed; `{}` when they could not be parsed). */
-  arguments: z.string(),
+  /** Arguments as parsed (`{}` when they could not be parsed). */
+  arguments: callArguments,
   /** The observation text the model got back (after truncation). */
   response: z.string(),
   latency_ms: z.number(),
@@ -112,23 +169,23 @@ export const trajectorySchema = z.object({
   segments: z.array(segmentSchema),
   /** Every tool call, in order, with its result, latency and error. */
   calls: z.array(toolCallRecordSchema),
-  /** The conversation as chat messages (JSON text), for reading and for the drift check. */
-  messages: z.string(),
+  /** The conversation as chat messages, for reading and for the drift check. */
+  messages: messagesField,
 
   reward: z.number(),
   score: z.number(),
   tool_rewards: z.array(z.number()),
   turn_scores: z.array(z.number()),
   /**
-   * The tools' calc_reward at the end of the trajectory (JSON text, `{tool_name: score}`, verl's reward_scores), with
+   * The tools' calc_reward at the end of the trajectory (`{tool_name: score}`, verl's reward_scores), with
    * tool_lifetime: trajectory; null with per-call tools or none. Added to `reward` only with tool_score_reward: sum.
    */
-  tool_scores: z.string().nullish(),
+  tool_scores: z.preprocess(storedToolScores, z.record(z.string(), z.number()).nullish()),
   /**
-   * Extra reward parts (JSON text, verl's reward_extra_info): what a user's reward module returned next to `score`,
-   * and `acc` (the answer is correct), which the built-in scorers report and the accuracy metrics read.
+   * Extra reward parts (verl's reward_extra_info): what a user's reward module returned next to `score`, and `acc`
+   * (the answer is correct), which the built-in scorers report and the accuracy metrics read.
    */
-  reward_extra: z.string().nullish(),
+  reward_extra: fromText(jsonObject.nullish()),
   advantage: z.number().nullish(),
 
   num_turns: z.number().int(),
@@ -139,7 +196,8 @@ export const trajectorySchema = z.object({
   parse_errors: z.number().int(),
   /** Drift check of the accumulated tokens against a full template render: match, drift, whitespace_only, reasoning_only, skipped. */
   drift: z.string(),
-  drift_detail: z.string().nullish(),
+  /** Where the tokens first differ from a re-render, when `drift` is not match. */
+  drift_detail: fromText(driftDetailSchema.nullish()),
 
   server: z.string().nullish(),
   /** The engine's weight_version for the last turn generated. */
@@ -162,19 +220,18 @@ export type Trajectory = z.infer<typeof trajectorySchema>;
  * reward_extra_info allows), else score ≥ 1, the rule for scorers that report none. A shaped reward then does not
  * count as accuracy, and a correct answer counts even when the reward is below 1.
  */
-export function trajectoryAcc(t: { score: number; reward_extra?: string | null | undefined }): number {
-  if (t.reward_extra) {
-    let extra: unknown;
-    try {
-      extra = JSON.parse(t.reward_extra);
-    } catch {
-      extra = undefined; // not ours to judge here: inspect shows the text as it is
-    }
-    const acc = extra !== null && typeof extra === "object" ? (extra as Record<string, unknown>)["acc"] : undefined;
-    if (typeof acc === "boolean") return acc ? 1 : 0;
-    if (typeof acc === "number" && Number.isFinite(acc)) return acc;
-  }
+export function trajectoryAcc(t: { score: number; reward_extra?: Record<string, unknown> | null | undefined }): number {
+  const acc = t.reward_extra?.["acc"];
+  if (typeof acc === "boolean") return acc ? 1 : 0;
+  if (typeof acc === "number" && Number.isFinite(acc)) return acc;
   return t.score >= 1 ? 1 : 0;
+}
+
+/** A record read from a file (JSON, or a parquet row through trajectoryFromParquetRow), validated. */
+export function parseTrajectory(value: unknown, place: string): Trajectory {
+  const parsed = trajectorySchema.safeParse(value);
+  if (!parsed.success) throw new InputError(`${place}: not a trajectory record: ${formatIssues(parsed.error)}`);
+  return parsed.data;
 }
 
 export function trajectoryKey(dataIndex: number, sampleIndex: number): string {
@@ -194,7 +251,41 @@ const list = (name: string, element: ConstructorParameters<typeof Field>[1], nul
  */
 export const TRAJECTORY_PARQUET = (rowGroupSize: number): WriteOptions => ({ compression: "zstd", rowGroupSize, dictionary: false });
 
-/** The parquet layout of a trajectory: token arrays as list<int32>/list<int8>/list<float32>, segments as structs. */
+/**
+ * A chat message in parquet (trajectory-encoding.ts): OpenAI's fields as columns, tool-call arguments as JSON text
+ * (their shape is each tool's own), anything else in `extra` (JSON text, null for messages agentrl writes).
+ */
+const messageStruct = new Struct([
+  str("role"),
+  str("content", true),
+  str("reasoning_content", true),
+  list(
+    "tool_calls",
+    new Struct([str("id", true), str("type", true), f("function", new Struct([str("name"), str("arguments")]))]),
+    true,
+  ),
+  str("tool_call_id", true),
+  str("name", true),
+  str("extra", true),
+]);
+
+/** An earlier sequence of the episode in parquet; `messages` is the one field whose type format 2 changed. */
+const contextSegmentStruct = (messages: ConstructorParameters<typeof Field>[1]) =>
+  new Struct([
+    list("prompt_ids", new Int32()),
+    list("response_ids", new Int32()),
+    list("response_mask", new Int8()),
+    list("response_logprobs", new Float32()),
+    f("messages", messages),
+    str("reason"),
+    str("drift"),
+  ]);
+
+/**
+ * The parquet layout of a trajectory: token arrays as list<int32>/list<int8>/list<float32>, segments, calls and
+ * messages as lists of structs, tool_scores as a list of {name, score}, drift_detail as a struct; reward_extra and
+ * tool-call arguments as JSON text, their shape being open (docs/trajectory-format.md).
+ */
 export const trajectoryArrowSchema = new Schema([
   i32("format_version"),
   str("id"),
@@ -239,12 +330,12 @@ export const trajectoryArrowSchema = new Schema([
       str("error", true),
     ]),
   ),
-  str("messages"),
+  list("messages", messageStruct),
   f64("reward"),
   f64("score"),
   list("tool_rewards", new Float64()),
   list("turn_scores", new Float64()),
-  str("tool_scores", true),
+  list("tool_scores", new Struct([str("name"), f64("score")]), true),
   str("agent_loop", true),
   str("reward_extra", true),
   f64("advantage", true),
@@ -255,27 +346,38 @@ export const trajectoryArrowSchema = new Schema([
   i32("tool_errors"),
   i32("parse_errors"),
   str("drift"),
-  str("drift_detail", true),
-  str("server", true),
-  str("weight_version", true),
-  list("version_spans", new Struct([i32("start"), i32("end"), str("weight_version", true)]), true),
-  list(
-    "context_segments",
+  f(
+    "drift_detail",
     new Struct([
-      list("prompt_ids", new Int32()),
-      list("response_ids", new Int32()),
-      list("response_mask", new Int8()),
-      list("response_logprobs", new Float32()),
-      str("messages"),
-      str("reason"),
-      str("drift"),
+      str("status"),
+      str("mode"),
+      i32("firstDifference"),
+      i32("accumulatedLength"),
+      i32("renderedLength"),
+      str("accumulatedExcerpt"),
+      str("renderedExcerpt"),
     ]),
     true,
   ),
+  str("server", true),
+  str("weight_version", true),
+  list("version_spans", new Struct([i32("start"), i32("end"), str("weight_version", true)]), true),
+  list("context_segments", contextSegmentStruct(new List(new Field("element", messageStruct, false))), true),
   i32("step", true),
   f64("started_at"),
   f64("gen_ms"),
   f64("tool_ms"),
   f64("total_ms"),
   i32("retries"),
+]);
+
+/**
+ * The columns format 2 gave another type, with the type format 1 files have (JSON text): readers that check a
+ * file's column types (inspect's column reads) take either.
+ */
+export const FORMAT_1_COLUMN_TYPES: ReadonlyMap<string, DataType> = new Map<string, DataType>([
+  ["messages", new Utf8()],
+  ["tool_scores", new Utf8()],
+  ["drift_detail", new Utf8()],
+  ["context_segments", new List(new Field("element", contextSegmentStruct(new Utf8()), false))],
 ]);

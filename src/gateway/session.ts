@@ -162,7 +162,8 @@ export class GatewaySession {
       const call = this.pendingCalls.find((pending) => pending.id === message.tool_call_id) ?? this.pendingCalls[index];
       if (!call) return [];
       const response = typeof message.content === "string" ? message.content : JSON.stringify(message.content ?? "");
-      return [{ turn: call.turn, name: call.name, arguments: call.arguments, response, latency_ms: now - call.repliedAt, step_reward: null, error_kind: null, error: null }];
+      // The record keeps the arguments as the object they were sent as text of.
+      return [{ turn: call.turn, name: call.name, arguments: JSON.parse(call.arguments) as Record<string, unknown>, response, latency_ms: now - call.repliedAt, step_reward: null, error_kind: null, error: null }];
     });
     this.pendingCalls = [];
     this.api.recordAgentCalls(records, results.length === added.length);

@@ -12,8 +12,8 @@ import { makeVector, tableFromIPC, type Data, type Field, type Schema, type Vect
 import * as parquet from "parquet-wasm";
 import { InputError } from "../errors.js";
 import { openParquetFile, tableRows } from "../data/parquet.js";
-import { formatIssues } from "../zod-issues.js";
-import { trajectoryArrowSchema, trajectorySchema, type Trajectory } from "../data/trajectory.js";
+import { FORMAT_1_COLUMN_TYPES, parseTrajectory, trajectoryArrowSchema, type Trajectory } from "../data/trajectory.js";
+import { fromJsonText, trajectoryFromParquetRow } from "../data/trajectory-encoding.js";
 import type { TrajectoryRecord } from "./record.js";
 
 /** Rows per decoded batch: large batches amortise the wasm → arrow hand-over (~32 MB for 300-token trajectories). */
@@ -22,7 +22,7 @@ const BATCH_ROWS = 8192;
 const LIST_COLUMNS = new Set(["prompt_ids", "response_ids", "response_mask", "response_logprobs", "trainer_logprobs"]);
 
 /** Columns newer than some files: a file without one gives records without the field. */
-const OPTIONAL_COLUMNS = new Set(["version_spans"]);
+const OPTIONAL_COLUMNS = new Set(["version_spans", "context_segments"]);
 
 function checkColumns(file: string, schema: Schema, columns: readonly string[]): void {
   const expected = new Map<string, Field>(trajectoryArrowSchema.fields.map((f) => [f.name, f]));
@@ -34,7 +34,8 @@ function checkColumns(file: string, schema: Schema, columns: readonly string[]):
     const have = found.get(name);
     const hint = "give a trajectory file written by agentrl rollout or train, or a run folder";
     if (!have) throw new InputError(`${file}: not a trajectory file (no column '${name}')`, { hint });
-    if (String(have.type) !== String(want.type)) {
+    const format1 = FORMAT_1_COLUMN_TYPES.get(name);
+    if (String(have.type) !== String(want.type) && !(format1 && String(have.type) === String(format1))) {
       throw new InputError(`${file}: not a trajectory file (column '${name}' is ${have.type}, expected ${want.type})`, { hint });
     }
   }
@@ -46,6 +47,11 @@ const plain = (value: unknown) => (typeof value === "bigint" ? Number(value) : (
 
 function scalarReader(vector: Vector): Read {
   return (row) => plain(vector.get(row));
+}
+
+/** A column of JSON text (reward_extra): the value it holds. */
+function jsonTextReader(vector: Vector): Read {
+  return (row) => fromJsonText(plain(vector.get(row)));
 }
 
 /** list<number>: a typed-array view of the row's values, or null for a null list. */
@@ -120,6 +126,7 @@ export async function* streamTrajectoryColumns(file: string, columns: readonly s
         const data = vector.data[0]!;
         if (name === "calls") return [name, callsReader(data)];
         if (name === "version_spans") return [name, structListReader(data)];
+        if (name === "reward_extra") return [name, jsonTextReader(vector)];
         if (LIST_COLUMNS.has(name)) return [name, listReader(data)];
         return [name, scalarReader(vector)];
       });
@@ -141,11 +148,7 @@ export async function readTrajectoryRows(file: string, rows: readonly number[]):
   const out: Trajectory[] = [];
   for (const row of rows) {
     const table = tableFromIPC((await handle.read({ offset: row, limit: 1 })).intoIPCStream());
-    for (const value of tableRows(table)) {
-      const parsed = trajectorySchema.safeParse(value);
-      if (!parsed.success) throw new InputError(`${file}: row ${row}: not a trajectory record: ${formatIssues(parsed.error)}`);
-      out.push(parsed.data);
-    }
+    for (const value of tableRows(table)) out.push(parseTrajectory(trajectoryFromParquetRow(value), `${file}: row ${row}`));
   }
   return out;
 }

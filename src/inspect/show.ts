@@ -61,15 +61,6 @@ interface Message {
   content?: unknown;
 }
 
-function parseJson(text: string | null | undefined): unknown {
-  if (text === null || text === undefined) return null;
-  try {
-    return JSON.parse(text);
-  } catch {
-    return text;
-  }
-}
-
 /** `{calc_gsm8k_reward 1, other 0.5}`, or the JSON as it is when it is not a map of numbers. */
 function toolScoresText(scores: unknown): string {
   if (scores === null || typeof scores !== "object" || Array.isArray(scores)) return JSON.stringify(scores);
@@ -98,7 +89,7 @@ export function stripTemplate(text: string): string {
 function toShowCall(call: ToolCallRecord): ShowCall {
   return {
     name: call.name,
-    arguments: parseJson(call.arguments),
+    arguments: call.arguments,
     response: call.response,
     latency_ms: call.latency_ms,
     step_reward: call.step_reward ?? null,
@@ -149,9 +140,7 @@ function conversationTurns(t: Trajectory, promptMessages: Message[], laterUserTe
 }
 
 export function buildShowView(t: Trajectory): ShowView {
-  let messages: Message[] = [];
-  const parsed = parseJson(t.messages);
-  if (Array.isArray(parsed)) messages = parsed as Message[];
+  const messages: Message[] = t.messages;
   const firstAssistant = messages.findIndex((m) => m.role === "assistant");
   const promptMessages = firstAssistant < 0 ? messages : messages.slice(0, firstAssistant);
   // Interaction turns are the user messages after the prompt, in order.
@@ -173,8 +162,8 @@ export function buildShowView(t: Trajectory): ShowView {
       score: t.score,
       tool_rewards: t.tool_rewards,
       turn_scores: t.turn_scores,
-      tool_scores: parseJson(t.tool_scores),
-      extra: parseJson(t.reward_extra),
+      tool_scores: t.tool_scores ?? null,
+      extra: t.reward_extra ?? null,
       advantage: t.advantage ?? null,
     },
     tokens: { prompt: t.prompt_ids.length, response: t.response_ids.length, sampled },
@@ -186,7 +175,7 @@ export function buildShowView(t: Trajectory): ShowView {
       parse_errors: t.parse_errors,
     },
     drift: t.drift,
-    drift_detail: parseJson(t.drift_detail),
+    drift_detail: t.drift_detail ?? null,
     step: t.step ?? null,
     weight_version: t.weight_version ?? null,
     version_spans: t.version_spans ?? [],

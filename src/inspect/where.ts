@@ -110,8 +110,8 @@ export function matches(filter: TrajectoryFilter, t: TrajectoryRecord): boolean 
 function grepText(t: TrajectoryRecord, needle: string): boolean {
   const lower = needle.toLowerCase();
   const has = (text: string | null | undefined) => Boolean(text && text.toLowerCase().includes(lower));
-  if (has(t.error) || has(t.messages)) return true;
+  if (has(t.error) || has(JSON.stringify(t.messages))) return true;
   for (const s of t.segments) if (has(s.text)) return true;
-  for (const c of t.calls) if (has(c.name) || has(c.arguments) || has(c.response) || has(c.error)) return true;
+  for (const c of t.calls) if (has(c.name) || has(c.arguments && JSON.stringify(c.arguments)) || has(c.response) || has(c.error)) return true;
   return false;
 }

@@ -15,7 +15,7 @@ export async function executeCalls(run: TrajectoryInFlight, parsed: ParseResult,
     (call): ToolCallRecord => ({
       turn,
       name: call.name,
-      arguments: JSON.stringify(call.arguments),
+      arguments: call.arguments,
       response: `Error when executing tool: only ${limit} tool call(s) per turn are executed; this call was skipped.`,
       latency_ms: 0,
       step_reward: null,
@@ -27,7 +27,7 @@ export async function executeCalls(run: TrajectoryInFlight, parsed: ParseResult,
     (error): ToolCallRecord => ({
       turn,
       name: error.name ?? "",
-      arguments: "{}",
+      arguments: {},
       response: `Error when parsing tool call: ${error.message}`,
       latency_ms: 0,
       step_reward: null,
@@ -56,7 +56,7 @@ async function executeCall(run: TrajectoryInFlight, call: ParseResult["calls"][n
   return {
     turn,
     name: call.name,
-    arguments: JSON.stringify(call.arguments),
+    arguments: call.arguments,
     response: outcome.text,
     latency_ms: outcome.metrics.latencyMs,
     step_reward: outcome.reward,
@@ -69,7 +69,7 @@ async function executeCall(run: TrajectoryInFlight, call: ParseResult["calls"][n
 export function toolSegmentOf(records: readonly ToolCallRecord[]): ToolSegmentMeta {
   return {
     tool_name: records.map((o) => o.name).join(","),
-    arguments: records.length === 1 ? records[0]!.arguments : JSON.stringify(records.map((o) => o.arguments)),
+    arguments: records.length === 1 ? records[0]!.arguments : records.map((o) => o.arguments),
     latency_ms: Math.max(0, ...records.map((o) => o.latency_ms)),
     error: records.filter((o) => o.error).map((o) => `${o.name}: ${o.error}`).join("; ") || null,
   };

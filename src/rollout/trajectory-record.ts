@@ -6,6 +6,7 @@
 import type { ConversationExport, DriftReport } from "../chat/index.js";
 import { computeReward } from "../rewards/index.js";
 import { TRAJECTORY_FORMAT_VERSION, type ContextSegment, type Trajectory, type TrajectorySegment } from "../data/trajectory.js";
+import { recordMessages } from "../data/trajectory-encoding.js";
 import { errorText, type ClosedSegment, type Finish, type TrajectoryInFlight, type TurnLog } from "./trajectory-state.js";
 
 interface Scored {
@@ -83,7 +84,7 @@ function contextSegment(segment: ClosedSegment): ContextSegment {
     response_ids: exported.responseIds,
     response_mask: exported.responseMask,
     response_logprobs: exported.responseLogprobs,
-    messages: JSON.stringify(exported.messages),
+    messages: recordMessages(exported.messages),
     reason: segment.reason,
     drift: drift?.status ?? "skipped",
   };
@@ -123,13 +124,13 @@ function trajectoryRecord(
     trainer_logprobs: null,
     segments: segmentsOf(exported.segments, log),
     calls: log.calls,
-    messages: JSON.stringify(exported.messages),
+    messages: recordMessages(exported.messages),
     reward: reward.score + toolScoreReward(run),
     score: reward.score,
     tool_rewards: log.toolRewards,
     turn_scores: log.turnScores,
-    tool_scores: log.toolScores ? JSON.stringify(log.toolScores) : null,
-    reward_extra: Object.keys(reward.extra).length ? JSON.stringify(reward.extra) : null,
+    tool_scores: log.toolScores ? { ...log.toolScores } : null,
+    reward_extra: Object.keys(reward.extra).length ? reward.extra : null,
     advantage: null,
     num_turns: exported.assistantTurns + log.userTurns + 1,
     assistant_turns: exported.assistantTurns,
@@ -138,7 +139,7 @@ function trajectoryRecord(
     tool_errors: log.calls.filter((c) => c.error_kind != null && isToolCall(c)).length,
     parse_errors: log.parseErrors,
     drift: drift?.status ?? "skipped",
-    drift_detail: drift && drift.status !== "match" ? JSON.stringify(drift) : null,
+    drift_detail: drift && drift.status !== "match" ? { ...drift } : null,
     server: log.server,
     weight_version: log.weightVersion,
     version_spans: log.versionSpans,

@@ -15,7 +15,8 @@ import { replayConversation } from "../chat/replay.js";
 import { checkInputFile } from "../data/input-file.js";
 import { readJsonLines } from "../data/jsonl.js";
 import { streamParquetRows } from "../data/parquet.js";
-import { parseTrajectory } from "../data/trajectory-store.js";
+import { parseTrajectory } from "../data/trajectory.js";
+import { fromJsonText, trajectoryFromParquetRow } from "../data/trajectory-encoding.js";
 import type { SftConfig } from "./config.js";
 
 export interface SftExample {
@@ -44,7 +45,8 @@ export interface LoadedExamples {
   counts: ExampleCounts;
 }
 
-type RawRow = { where: string; row: unknown };
+/** A row of a file; `parquet` when it is a parquet row (trajectories there have nested columns to decode). */
+type RawRow = { where: string; row: unknown; parquet?: boolean };
 
 async function* rawRows(file: string): AsyncGenerator<RawRow> {
   await checkInputFile(file, "a .parquet or .jsonl file");
@@ -56,7 +58,7 @@ async function* rawRows(file: string): AsyncGenerator<RawRow> {
     return;
   }
   if (!file.endsWith(".parquet")) throw new InputError(`${file}: expected a .parquet, .jsonl or .json file`);
-  for await (const { index, row } of streamParquetRows(file)) yield { where: `${file}: row ${index}`, row };
+  for await (const { index, row } of streamParquetRows(file)) yield { where: `${file}: row ${index}`, row, parquet: true };
 }
 
 function isTrajectoryRow(row: unknown): boolean {
@@ -64,16 +66,6 @@ function isTrajectoryRow(row: unknown): boolean {
 }
 
 const toolsFieldSchema = z.union([toolSchemasSchema, z.string(), z.null()]).optional();
-
-/** A messages value as verl's multi-turn dataset holds it: a list, or a JSON string of one. */
-function parseJsonField(value: unknown): unknown {
-  if (typeof value !== "string") return value;
-  try {
-    return JSON.parse(value);
-  } catch {
-    return value;
-  }
-}
 
 /** Checks what the template cannot: every assistant tool call names a tool of the row's tools, when tools are given. */
 function checkToolNames(messages: readonly ChatMessage[], tools: readonly ToolSchema[], where: string, messagesKey: string): void {
@@ -98,11 +90,11 @@ function conversationExample(model: ChatModel, raw: RawRow, config: SftConfig): 
       hint: `set data.multiturn.messages_key to the column holding the chat messages`,
     });
   }
-  const parsedMessages = chatMessagesSchema.safeParse(parseJsonField(row[messagesKey]));
+  const parsedMessages = chatMessagesSchema.safeParse(fromJsonText(row[messagesKey]));
   if (!parsedMessages.success) {
     throw new InputError(`${raw.where}: ${formatIssues(parsedMessages.error, { only: "first", at: messagesKey, style: "json" })}`);
   }
-  const parsedTools = toolsFieldSchema.safeParse(parseJsonField(row[toolsKey]));
+  const parsedTools = toolsFieldSchema.safeParse(fromJsonText(row[toolsKey]));
   if (!parsedTools.success || typeof parsedTools.data === "string") {
     throw new InputError(`${raw.where}: ${toolsKey}: expected a list of tool schemas`);
   }
@@ -117,7 +109,8 @@ function conversationExample(model: ChatModel, raw: RawRow, config: SftConfig): 
 }
 
 function trajectoryExample(raw: RawRow, config: SftConfig): SftExample | "filtered" {
-  const t = parseTrajectory(raw.row as Record<string, unknown>, raw.where);
+  const row = raw.row as Record<string, unknown>;
+  const t = parseTrajectory(raw.parquet ? trajectoryFromParquetRow(row) : row, raw.where);
   if (t.status !== "completed") return "filtered";
   if (config.data.min_reward !== null && t.reward < config.data.min_reward) return "filtered";
   return {

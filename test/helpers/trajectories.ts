@@ -22,18 +22,24 @@ export function makeTrajectory(i: number, overrides: Partial<Trajectory> = {}): 
     trainer_logprobs: null,
     segments: [
       { kind: "assistant", turn: 0, start: 0, end: 2, text: "hi", tool_name: null, arguments: null, latency_ms: null, error: null, finish_reason: "stop" },
-      { kind: "tool", turn: 0, start: 2, end: 4, text: "result", tool_name: "calc", arguments: '{"x":1}', latency_ms: 3.5, error: null, finish_reason: null },
+      { kind: "tool", turn: 0, start: 2, end: 4, text: "result", tool_name: "calc", arguments: { x: 1 }, latency_ms: 3.5, error: null, finish_reason: null },
       { kind: "assistant", turn: 1, start: 4, end: 5, text: "bye", tool_name: null, arguments: null, latency_ms: null, error: null, finish_reason: "stop" },
     ],
-    calls: [{ turn: 0, name: "calc", arguments: '{"x":1}', response: "result", latency_ms: 3.5, step_reward: -0.05, error_kind: null, error: null }],
-    messages: JSON.stringify([{ role: "user", content: `q${i}` }]),
+    calls: [{ turn: 0, name: "calc", arguments: { x: 1 }, response: "result", latency_ms: 3.5, step_reward: -0.05, error_kind: null, error: null }],
+    messages: [
+      { role: "user", content: `q${i}` },
+      { role: "assistant", content: "hi", tool_calls: [{ type: "function", function: { name: "calc", arguments: { x: 1 } } }] },
+      { role: "tool", content: "result" },
+      { role: "assistant", content: "bye" },
+    ],
     reward: i % 3 === 0 ? 1 : 0,
     score: i % 3 === 0 ? 1 : 0,
     tool_rewards: [-0.05],
     turn_scores: [],
-    tool_scores: null,
+    // Every other one had a tool with a trajectory lifetime; every third one's scorer reported extras (acc as score).
+    tool_scores: i % 2 === 0 ? { calc: 1, other: 0.5 } : null,
     agent_loop: i % 2 === 0 ? "tool_agent" : "plan_then_act",
-    reward_extra: null,
+    reward_extra: i % 3 === 0 ? { acc: true, answer: String(i), parts: [1, "x"] } : null,
     advantage: null,
     num_turns: 3,
     assistant_turns: 2,
@@ -53,7 +59,7 @@ export function makeTrajectory(i: number, overrides: Partial<Trajectory> = {}): 
     // Every fifth one is an episode whose agent rewrote its history (the OpenAI gateway): an earlier sequence too.
     context_segments:
       i % 5 === 4
-        ? [{ prompt_ids: [1, 2, 3], response_ids: [4, 5, 6], response_mask: [1, 1, 0], response_logprobs: [-0.5, -0.25, 0], messages: "[]", reason: "message 1 (user) differs from the record's", drift: "match" }]
+        ? [{ prompt_ids: [1, 2, 3], response_ids: [4, 5, 6], response_mask: [1, 1, 0], response_logprobs: [-0.5, -0.25, 0], messages: [{ role: "user", content: "first try" }], reason: "message 1 (user) differs from the record's", drift: "match" }]
         : [],
     step: null,
     started_at: 1_700_000_000_000 + i,
