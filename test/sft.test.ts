@@ -101,8 +101,8 @@ describe("sft examples", () => {
     );
   });
 
-  it("keeps completed trajectories at or above data.min_reward, with their exact token record", async () => {
-    const file = path.join(scratch, "rollout.jsonl");
+  it.each(["jsonl", "parquet"])("keeps completed trajectories at or above data.min_reward, with their exact token record (.%s)", async (ext) => {
+    const file = path.join(scratch, `rollout.${ext}`);
     const writer = await openTrajectoryWriter(file, { force: true });
     const trajectories = [
       makeTrajectory(0, { reward: 1, status: "completed" }),
@@ -117,6 +117,14 @@ describe("sft examples", () => {
     const t = trajectories[0]!;
     expect(examples[0]!.ids).toEqual([...t.prompt_ids, ...t.response_ids]);
     expect(examples[0]!.lossMask).toEqual([...t.prompt_ids.map(() => 0), ...t.response_mask]);
+  });
+
+  it("reads trajectory files of format 1 (JSON text fields) too", async () => {
+    const model = await loadChatModel(QWEN3_DIR);
+    const file = path.join(REPO_ROOT, "test", "fixtures", "trajectories-format1", "format1.parquet");
+    const { examples, counts } = await loadExamples(model, [file], config({ data: { min_reward: 1 } }));
+    expect(counts).toMatchObject({ rows: 3, kept: 1, filtered: 2 });
+    expect(examples[0]!.ids).toEqual([1, 2, 3, 10, 11, 12, 13, 14]);
   });
 });
 
