@@ -43,4 +43,8 @@ fi
 # protocol checks (agentrl_worker/protocol.py).
 echo "==> worker dependencies"
 "${PIP[@]}" -r worker/requirements-dev.txt
+# wandb without its dependency resolution: two of its dependencies do not resolve from the local index
+# (worker/requirements-wandb.txt says which and why that is safe); requirements-dev.txt lists the ones it needs.
+echo "==> wandb (--no-deps)"
+"${PIP[@]}" --no-deps -r worker/requirements-wandb.txt
 echo "==> ready: node $(node --version), $(.venv/bin/python -c 'import torch, transformers, jsonschema; print("torch", torch.__version__, "transformers", transformers.__version__)')"

@@ -5,7 +5,7 @@
  * - honoured: agentrl does what it asks. Most keys are agentrl's own (same name, same meaning; the schema validates
  *   them). The others are here: an agentrl equivalent (`to`), or agentrl's fixed behaviour (use_kl_in_reward=false:
  *   agentrl never puts KL in the reward).
- * - noted: meaningless here (vLLM and SGLang server knobs, micro-batch counts, profilers, wandb): accepted,
+ * - noted: meaningless here (vLLM and SGLang server knobs, micro-batch counts, profilers, mlflow): accepted,
  *   dropped, and said in one line by --dry-run and at run start.
  * - refused: agentrl cannot do it (use_kl_in_reward=true, LoRA, vLLM): an error naming the key and why, exit 2.
  *
@@ -19,7 +19,7 @@ export type VerlCommand = "train" | "rollout" | "sft";
 export type VerlVerdict =
   /** `value`: what agentrl reads instead (logger=console → [console]); `to`: the agentrl key that holds it. */
   | { class: "honoured"; value?: unknown; to?: string }
-  /** `value`: for a key in agentrl's schema, what is kept of it (logger [console, wandb] → [console]). */
+  /** `value`: for a key in agentrl's schema, what is kept of it (logger [console, mlflow] → [console]). */
   | { class: "noted"; note: string; value?: unknown }
   | { class: "refused"; why: string };
 
@@ -89,11 +89,12 @@ const NO_LORA = "agentrl trains every weight (no LoRA adapters)";
 const NO_CRITIC = "agentrl has no critic (grpo and rloo need none)";
 const KL_ONLY_IN_LOSS =
   "only used with algorithm.use_kl_in_reward, and agentrl never puts KL in the reward; the KL loss's estimator is actor_rollout_ref.actor.kl_loss_type";
-const VERL_TRACKERS = ["wandb", "mlflow", "swanlab", "vemlp_wandb", "clearml", "trackio", "file"];
+/** verl's trackers agentrl has no logger for (wandb and tensorboard it has): noted and dropped. */
+const VERL_TRACKERS = ["mlflow", "swanlab", "vemlp_wandb", "clearml", "trackio", "file"];
 const VERL_ROLLOUT_NAMES = ["vllm", "sglang", "trtllm"];
 const NOT_SGLANG = "agentrl generates with SGLang servers (name=sglang with server.urls) or its embedded engine (name=embedded)";
 
-/** trainer.logger of `agentrl train`: console and tensorboard are honoured; verl's other trackers are dropped with a note. */
+/** trainer.logger of `agentrl train`: console, tensorboard and wandb are honoured; verl's other trackers are dropped with a note. */
 function trainLogger(value: unknown): VerlVerdict {
   const list = typeof value === "string" ? [value] : value;
   if (!Array.isArray(list)) return honoured();
@@ -102,7 +103,7 @@ function trainLogger(value: unknown): VerlVerdict {
   const kept = list.filter((name) => !VERL_TRACKERS.includes(name));
   return noted(
     `${dropped.join(", ")} not built into agentrl: metrics go to the console and runs/<name>/metrics.jsonl ` +
-      "(add tensorboard and upload its files with 'wandb sync runs/<name>/tensorboard')",
+      "(and to tensorboard or wandb when trainer.logger names them)",
     kept.length ? kept : ["console"],
   );
 }
@@ -224,7 +225,7 @@ export const VERL_KEYS: readonly VerlKey[] = [
   fixed("trainer.critic_warmup", TRAIN, 0, "the actor trains from the first step", {
     refuse: `${NO_CRITIC}, so there is nothing to warm up; the actor trains from the first step`,
   }),
-  { key: "trainer.logger", commands: TRAIN, verdict: trainLogger, summary: "console, tensorboard: honoured (a single name as a list); wandb and verl's other trackers noted and dropped" },
+  { key: "trainer.logger", commands: TRAIN, verdict: trainLogger, summary: "console, tensorboard, wandb: honoured (a single name as a list); verl's other trackers (mlflow, swanlab, vemlp_wandb, clearml, trackio, file) noted and dropped" },
   {
     key: "trainer.logger",
     commands: SFT,

@@ -3,7 +3,6 @@
  * runs the loop, and shows it: a live status line on stderr (TTY only), one summary line per step, or one JSON
  * object per step with --json.
  */
-import path from "node:path";
 import { InputError } from "../errors.js";
 import { style } from "../term.js";
 import { readApiKey, makeClient } from "../rollout/setup.js";
@@ -18,7 +17,7 @@ import { trainReporter } from "./reporter.js";
 import { repeatCommand, resumeCommand } from "./resume-hint.js";
 import { runDirOf, type RunDir } from "./run-dir.js";
 import { prepareRunFolder, resolveRunConfig, superviseRun, type PreparedRun, type RunFlags } from "./session.js";
-import type { MetricsSink } from "./tensorboard.js";
+import { startTrackers, type Trackers } from "./trackers.js";
 import { grpoWorkerConfig } from "./worker-config.js";
 
 /** The flags of `agentrl train` as commander parses them; src/cli/commands/train.ts declares them. */
@@ -85,7 +84,7 @@ export async function runTrainCommand(flags: TrainFlags): Promise<void> {
   const valOnly = config.trainer.val_only;
   const inputs = await loadTrainInputs(config, flags.config);
   const runDir = runDirOf(config);
-  let tensorboard: MetricsSink | undefined;
+  let trackers: Trackers | undefined;
   try {
     // A validation of a run's checkpoint keeps the run's own config.yaml (its --resume hint must go on training), and
     // its metric lines: validating trains nothing.
@@ -94,7 +93,7 @@ export async function runTrainCommand(flags: TrainFlags): Promise<void> {
     if (prepared.startedOver) {
       reporter.note(`${runDir.root} has no checkpoint yet: ${valOnly ? "validating model.path" : "starting the run over from step 1"}`);
     }
-    tensorboard = await startMetricsSink(config, runDir, (message) => reporter.note(message));
+    trackers = await startTrackers(config, runDir, prepared, (message) => reporter.note(message));
     const processes = new TrainingProcesses();
     const resumeHint = trainResumeHint(config, flags, runDir);
     await superviseRun({
@@ -108,11 +107,10 @@ export async function runTrainCommand(flags: TrainFlags): Promise<void> {
         const rollout = config.actor_rollout_ref.rollout;
         const apiKey = flags.apiKey ?? (await readApiKey(rollout.server.api_key_env));
         const client = processes.adopt(makeClient(servedBy(rollout, processes.engine?.url), apiKey));
-        const sink = tensorboard;
         const loop = trainLoop({
           config, runDir, resumeState: prepared.resumeState, client, parts: inputs.parts, worker: processes.worker,
           trainPrompts: inputs.trainPrompts, valPrompts: inputs.valPrompts, stop, reporter,
-          ...(sink ? { onMetrics: (record: Record<string, unknown>) => sink.log(record) } : {}),
+          onMetrics: trackers?.onMetrics, onValidation: trackers?.onValidation,
         });
         return Promise.race([loop, processes.engineDeath(`resume with: ${resumeHint} (log: ${runDir.logFile("engine")})`)]);
       },
@@ -126,7 +124,7 @@ export async function runTrainCommand(flags: TrainFlags): Promise<void> {
     });
   } finally {
     await inputs.parts.close();
-    await tensorboard?.close();
+    await trackers?.close();
   }
 }
 
@@ -166,9 +164,3 @@ function servedBy(rollout: RolloutSection, engineUrl: string | undefined): Rollo
   return engineUrl ? { ...rollout, server: { ...rollout.server, urls: [engineUrl] } } : rollout;
 }
 
-/** TensorBoard, when trainer.logger names it: every metrics line also goes to <run>/tensorboard. */
-async function startMetricsSink(config: TrainConfig, runDir: RunDir, note: (message: string) => void): Promise<MetricsSink | undefined> {
-  if (!config.trainer.logger.includes("tensorboard")) return undefined;
-  const { startTensorboard } = await import("./tensorboard.js");
-  return startTensorboard(path.join(runDir.root, "tensorboard"), `${config.trainer.project_name}/${config.trainer.experiment_name}`, note);
-}

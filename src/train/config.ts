@@ -184,8 +184,8 @@ export const trainConfigSchema = z.strictObject({
     .prefault({}),
   trainer: z
     .strictObject({
-      project_name: z.string().default("agentrl").describe("project name: TensorBoard's run is named <project_name>/<experiment_name>, as verl names its tracking runs"),
-      experiment_name: z.string().default("run").describe("run name: the run folder is runs/<experiment_name>"),
+      project_name: z.string().default("agentrl").describe("project name: the wandb run's project, and TensorBoard's run is named <project_name>/<experiment_name>, as verl names its tracking runs"),
+      experiment_name: z.string().default("run").describe("run name: the run folder is runs/<experiment_name>, and the wandb run's name"),
       default_local_dir: z.string().nullable().default(null).describe("run folder; null = runs/<experiment_name>"),
       total_epochs: z.number().int().positive().default(1).describe("passes over the training prompts"),
       total_training_steps: z.number().int().positive().nullable().default(null).describe("null = total_epochs over the data"),
@@ -201,11 +201,14 @@ export const trainConfigSchema = z.strictObject({
       colocate: z.boolean().default(false).describe("SGLang shares the GPUs: release its memory around training"),
       logger: z
         .array(
-          z.enum(["console", "tensorboard"], {
-            error: (issue) => `expected "console" or "tensorboard", got ${JSON.stringify(issue.input)}`,
+          z.enum(["console", "tensorboard", "wandb"], {
+            error: (issue) => `expected "console", "tensorboard" or "wandb", got ${JSON.stringify(issue.input)}`,
           }),
         )
-        .default(["console"]).describe("where metrics go besides metrics.jsonl; tensorboard writes runs/<name>/tensorboard (needs the tensorboard package; for wandb, upload those event files with `wandb sync`). verl's wandb and other trackers are dropped with a note"),
+        .default(["console"]).describe("where metrics go besides metrics.jsonl: tensorboard writes runs/<name>/tensorboard (needs the tensorboard package); wandb logs every metrics line at its step to a wandb run with the effective config (project_name, experiment_name; files in runs/<name>/wandb; WANDB_MODE=offline works; needs the wandb package), and --resume continues that run. A tracker that cannot log is noted once and the run goes on. verl's other trackers (mlflow, swanlab, ...) are dropped with a note"),
+      log_val_generations: z
+        .number().int().nonnegative().default(0)
+        .describe("with wandb in logger: a table of this many validation samples (input, output, score; the same prompts at every validation) under val/generations at each validation (verl's key)"),
       seed: z.number().int().default(0).describe("seed of the worker (init, dropout) and of sampling"),
     })
     .prefault({}),

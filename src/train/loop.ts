@@ -10,6 +10,7 @@
 import { AgentrlError } from "../errors.js";
 import type { SglangClient } from "../engine/index.js";
 import type { Prompt } from "../rollout/sample.js";
+import type { Trajectory } from "../data/trajectory.js";
 import type { RolloutParts } from "../rollout/setup.js";
 import type { WorkerClient } from "./worker/index.js";
 import { totalSteps, type TrainConfig } from "./config.js";
@@ -38,8 +39,10 @@ export interface TrainLoopOptions {
   worker: WorkerClient | undefined;
   trainPrompts: Prompt[];
   valPrompts: Prompt[];
-  /** Also receives every metrics record written to metrics.jsonl (TensorBoard). */
+  /** Also receives every metrics record written to metrics.jsonl (TensorBoard, wandb). */
   onMetrics?: (record: Record<string, unknown>) => void;
+  /** Receives each validation's trajectories, before its metrics line (wandb's table of samples). */
+  onValidation?: (step: number, trajectories: readonly Trajectory[]) => void;
   /** Set on Ctrl-C: the loop checkpoints at the next safe point and returns. */
   stop: AbortSignal;
   reporter: TrainReporter;
@@ -151,7 +154,8 @@ function trainStages(options: TrainLoopOptions, progress: RunProgress): TrainSta
     async resumeSync(step) {
       progress.weightVersion = await sync().sync(step);
     },
-    validate: (step) => validate(step, options.valPrompts, valRollout, { n: rollout.val_kwargs.n, runDir, reporter }),
+    validate: (step) =>
+      validate(step, options.valPrompts, valRollout, { n: rollout.val_kwargs.n, runDir, reporter, onTrajectories: options.onValidation }),
     checkpoint: () => progress.save(worker(), reporter),
     record(step, metrics) {
       const line = { step, time: Date.now() / 1000, ...metrics };

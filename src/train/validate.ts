@@ -14,7 +14,7 @@ export async function validate(
   step: number,
   prompts: Prompt[],
   rollout: StepRollout,
-  options: { n: number; runDir: RunDir; reporter: TrainReporter },
+  options: { n: number; runDir: RunDir; reporter: TrainReporter; onTrajectories?: (step: number, trajectories: readonly Trajectory[]) => void },
 ): Promise<Record<string, number>> {
   if (prompts.length === 0) return {};
   options.reporter.phase(step, "validate");
@@ -24,6 +24,7 @@ export async function validate(
   await writer.close();
   const collected: Trajectory[] = [];
   for await (const t of readTrajectories(file)) collected.push(t);
+  options.onTrajectories?.(step, collected);
   const metrics = validationMetrics(collected, options.n);
   options.reporter.validationDone(step, metrics);
   return metrics;
