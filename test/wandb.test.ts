@@ -1,6 +1,7 @@
 /**
- * trainer.logger: wandb, offline (WANDB_MODE=offline), read back with wandb's own reader: `wandb leet inspect` prints
- * the records of a run's transaction log (the .wandb file) as protobuf text, which wandb.proto's Record parses. The
+ * trainer.logger: wandb, offline (WANDB_MODE=offline), read back with wandb's own reader: `wandb leet inspect` (wandb-core,
+ * called as that command calls it) prints the records of a run's transaction log (the .wandb file) as protobuf text,
+ * which wandb.proto's Record parses. The
  * CPU demo runs 2 small steps with a validation at step 2 and log_val_generations 2: the wandb run holds the effective
  * config, every metrics line at its step, and the table of 2 validation samples. Then, without another training run,
  * the logger itself: continuing the folder's run keeps its id (what --resume does), and a wandb that cannot start is
@@ -35,15 +36,16 @@ from agentrl_worker.wandb_logger import import_wandb
 import_wandb()
 from google.protobuf import text_format
 from wandb.proto import wandb_internal_pb2 as pb
-
-INSPECT = "from agentrl_worker.wandb_logger import import_wandb; import_wandb(); from wandb.cli.cli import cli; cli()"
+from wandb.util import get_core_path
 
 def value(item):
     return json.loads(item.value_json)
 
 runs = []
 for file in sorted(glob.glob(os.path.join(sys.argv[1], "wandb", "offline-run-*", "run-*.wandb"))):
-    text = subprocess.run([sys.executable, "-c", INSPECT, "leet", "inspect", file], capture_output=True, text=True, check=True).stdout
+    # What \`wandb leet inspect FILE\` runs, without a Python start per file.
+    inspect = [get_core_path(), "leet", "--no-observability", "--inspect", "--run-file", file, os.path.dirname(file)]
+    text = subprocess.run(inspect, capture_output=True, text=True, check=True).stdout
     records = [text_format.Parse(chunk, pb.Record()) for chunk in re.split(r"^# record \\d+: \\S+\\n", text, flags=re.M)[1:]]
     run = next(r.run for r in records if r.WhichOneof("record_type") == "run")
     history, tables = {}, {}
@@ -87,8 +89,7 @@ interface WandbRunRead {
 function readRuns(root: string): WandbRunRead[] {
   const out = execFileSync(VENV_PYTHON, ["-c", READ_RUNS, root], {
     encoding: "utf8",
-    // wandb's CLI writes its debug-cli log to the temp folder.
-    env: { ...process.env, PYTHONPATH: path.join(REPO_ROOT, "worker"), TMPDIR: scratch },
+    env: { ...process.env, PYTHONPATH: path.join(REPO_ROOT, "worker") },
   });
   return JSON.parse(out) as WandbRunRead[];
 }

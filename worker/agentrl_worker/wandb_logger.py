@@ -95,7 +95,8 @@ def main(argv=None) -> int:
         )
     except Exception as err:  # noqa: BLE001 - any failure of wandb must leave training alone
         return fail(4, "wandb.init failed", err)
-    print(json.dumps({"event": "started", "id": run.id, "url": run.url, "dir": run.dir, "offline": run.offline}), flush=True)
+    url = None if run.offline else run.url  # an offline run has none (and wandb warns when asked)
+    print(json.dumps({"event": "started", "id": run.id, "url": url, "dir": run.dir, "offline": run.offline}), flush=True)
     code = 0
     try:
         for line in sys.stdin:
