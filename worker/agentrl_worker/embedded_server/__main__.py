@@ -30,6 +30,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="seed for requests that carry no sampling_seed (default: a fresh one per start)")
     parser.add_argument("--enable-priority-scheduling", action="store_true",
                         help="start waiting requests by their priority field, higher first (SGLang's flag)")
+    parser.add_argument("--disable-radix-cache", action="store_true",
+                        help="no prefix cache: every prompt prefills from its first token (SGLang's flag)")
+    parser.add_argument("--prefix-cache-mb", type=int, default=512,
+                        help="memory for the key/values of sequences already run, reused by prompts that start with "
+                             "them (default 512)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return parser.parse_args(argv)
 
@@ -48,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     server = EmbeddedServer(loaded, ServerConfig(host=args.host, port=args.port, api_key=args.api_key,
                                                  max_batch=args.max_batch, random_seed=args.random_seed,
                                                  enable_priority_scheduling=args.enable_priority_scheduling,
+                                                 prefix_cache_bytes=0 if args.disable_radix_cache else args.prefix_cache_mb << 20,
                                                  # Set by agentrl serve, not by users: see ServerConfig.launch_id.
                                                  launch_id=os.environ.get("AGENTRL_LAUNCH_ID") or None))
     # SIGTERM from a managing parent (agentrl serve) shuts down like Ctrl-C; shutdown() must run off the serve thread.

@@ -46,12 +46,23 @@ class DecodeBatch:
         return int(self.mask.shape[1])
 
     @torch.no_grad()
-    def prefill(self, input_ids: list[int]) -> Prefilled:
-        ids = torch.tensor([input_ids], dtype=torch.long, device=self.device)
-        cache = DynamicCache()
-        out = self.model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+    def prefill(self, input_ids: list[int], cached: list[LayerKV] | None = None, start: int = 0) -> Prefilled:
+        """Runs a prompt; with `cached`, the key/value of its first `start` tokens (prefix_cache.py), only the rest."""
+        ids = torch.tensor([input_ids[start:]], dtype=torch.long, device=self.device)
+        cache = DynamicCache(ddp_cache_data=cached) if start else DynamicCache()
+        positions = torch.arange(start, len(input_ids), dtype=torch.long, device=self.device).unsqueeze(0)
+        out = self.model(input_ids=ids, past_key_values=cache, position_ids=positions, use_cache=True, logits_to_keep=1)
         kv = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
         return Prefilled(kv=kv, last_logits=out.logits[0, -1], length=len(input_ids))
+
+    def row_kv(self, row: int) -> list[LayerKV]:
+        """Row `row`'s key/value over the tokens it has fed, [1, kv_heads, fed, head_dim] per layer: copies, so the
+        batch's own tensors can be freed."""
+        fed = int(self.positions[row])
+        return [
+            (k[row : row + 1, :, k.shape[2] - fed :].clone(), v[row : row + 1, :, v.shape[2] - fed :].clone())
+            for k, v in self._layers()
+        ]
 
     def add(self, rows: list[Prefilled]) -> None:
         """Append rows (in this order) after the current ones."""

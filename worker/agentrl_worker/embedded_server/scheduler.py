@@ -20,6 +20,7 @@ from typing import Callable
 import torch
 
 from .kv_batch import DecodeBatch, Prefilled
+from .prefix_cache import PrefixCache
 from .model import LoadedModel
 from .sampling import SamplingParams, choose_tokens
 
@@ -65,7 +66,7 @@ class WeightUpdate:
 
 class Scheduler:
     def __init__(self, loaded: LoadedModel, max_batch: int = 64, random_seed: int | None = None,
-                 priority_scheduling: bool = False):
+                 priority_scheduling: bool = False, prefix_cache_bytes: int = 0):
         self.loaded = loaded
         self.max_batch = max_batch
         # SGLang's --enable-priority-scheduling: the waiting queue is ordered by priority (higher first), arrival order
@@ -83,6 +84,7 @@ class Scheduler:
         # Every unfinished generation by id(), wherever it is (queue, prefill, batch): what /abort_request searches.
         self._live_gens: dict[int, Generation] = {}
         self._batch = DecodeBatch(loaded.model, loaded.device)
+        self.prefix_cache = PrefixCache(prefix_cache_bytes)
         # Seeds for generations without a sampling_seed: fixed by --random-seed, else from the OS.
         self._seed_source = random.Random(random_seed)
         self._stopped = False
@@ -216,7 +218,9 @@ class Scheduler:
             if key in prefills:
                 gen.cached_tokens = len(gen.input_ids)
             else:
-                prefills[key] = self._batch.prefill(gen.input_ids)
+                gen.cached_tokens, cached = self.prefix_cache.lookup(gen.input_ids)
+                prefills[key] = self._batch.prefill(gen.input_ids, cached, gen.cached_tokens)
+                self.prefix_cache.insert(gen.input_ids, prefills[key].kv)
             started.append((gen, prefills[key]))
         if not started:
             return
@@ -285,6 +289,11 @@ class Scheduler:
         keep = [i for i, gen in enumerate(self._running) if gen.finish_reason is None]
         if len(keep) == len(self._running):
             return
+        if self.prefix_cache.max_bytes > 0:
+            # The next turn of a conversation resends this sequence: keep what the row computed for it.
+            for i, gen in enumerate(self._running):
+                if gen.finish_reason is not None:
+                    self.prefix_cache.insert(gen.input_ids + gen.output_ids[:-1], self._batch.row_kv(i))
         self._batch.keep(keep)
         self._running = [self._running[i] for i in keep]
         self._pending_tokens = [self._pending_tokens[i] for i in keep]
@@ -306,6 +315,7 @@ class Scheduler:
             update.done.set()
 
     def _apply_update(self, update: WeightUpdate) -> None:
+        self.prefix_cache.clear()  # computed by the old weights (and a failed update may have loaded some tensors)
         try:
             count = update.load()
         except Exception as error:  # noqa: BLE001 (any failure is the update's answer; the caller must not hang)

@@ -46,6 +46,8 @@ class ServerConfig:
     random_seed: int | None = None
     # SGLang's --enable-priority-scheduling: waiting requests start by their `priority`, higher first.
     enable_priority_scheduling: bool = False
+    # The prefix cache's budget (prefix_cache.py); 0 turns it off (SGLang's --disable-radix-cache).
+    prefix_cache_bytes: int = 512 << 20
     # A token from the managing parent (agentrl serve), echoed in every response's X-Agentrl-Launch-Id header, so
     # the parent can tell this process's /health from another server's that already held the port.
     launch_id: str | None = None
@@ -58,7 +60,8 @@ class EmbeddedServer:
         self.loaded = loaded
         self.config = config
         self.scheduler = Scheduler(loaded, max_batch=config.max_batch, random_seed=config.random_seed,
-                                   priority_scheduling=config.enable_priority_scheduling)
+                                   priority_scheduling=config.enable_priority_scheduling,
+                                   prefix_cache_bytes=config.prefix_cache_bytes)
         self.weights = WeightEndpoints(loaded, self.scheduler)
         self.started_at = time.time()
         self.httpd = _Server((config.host, config.port), _handler_for(self))
@@ -139,6 +142,7 @@ class EmbeddedServer:
             "max_total_num_tokens": self.loaded.context_length * self.config.max_batch,
             "internal_states": [{
                 **load, "tokens_generated": self.scheduler.tokens_generated, "peak_running": self.scheduler.peak_running,
+                "prefix_cache_hit_tokens": self.scheduler.prefix_cache.hits_tokens,
             }],
             "version": VERSION,
             "engine": "agentrl-embedded",
@@ -153,8 +157,8 @@ class EmbeddedServer:
         }]}
 
     def flush_cache(self) -> tuple[int, str]:
-        # No prefix cache outlives a request here, so flushing only has to check that nothing is running.
         if self.scheduler.is_idle():
+            self.scheduler.prefix_cache.clear()
             return 200, "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)\n"
         return 400, "Cache not flushed: there are running or waiting requests.\n"
 
