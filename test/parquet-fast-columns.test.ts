@@ -7,7 +7,7 @@
 import { describe, expect, it } from "vitest";
 import fc from "fast-check";
 import { Field, Float32, Float64, Int8, Int32, List, makeBuilder, Schema, Struct, Utf8, Vector, type DataType } from "apache-arrow";
-import { flatColumn, listColumn } from "../src/data/arrow-columns.js";
+import { fastColumn, flatColumn, listColumn } from "../src/data/arrow-columns.js";
 import path from "node:path";
 import { streamParquetRows, writeParquetRows } from "../src/data/parquet.js";
 import { tempDir } from "./helpers/tmp.js";
@@ -70,6 +70,34 @@ describe("fast arrow columns equal arrow's builders", () => {
         { numRuns: 150, seed: 13 },
       );
     }
+  });
+
+  it("structs and lists nested to any depth (a chat message's tool calls), and a nullable struct column", () => {
+    const fnType = new Struct([new Field("name", new Utf8()), new Field("arguments", new Utf8())]);
+    const callType = new Struct([new Field("id", new Utf8(), true), new Field("function", fnType)]);
+    const messageType = new Struct([
+      new Field("role", new Utf8()),
+      new Field("content", new Utf8(), true),
+      new Field("tool_calls", new List(new Field("item", callType)), true),
+    ]);
+    const call = fc.record({ id: maybe(text), function: fc.record({ name: text, arguments: text }) }, { requiredKeys: ["function"] });
+    const message = fc.record({ role: text, content: maybe(text), tool_calls: maybe(fc.array(call, { maxLength: 3 })) }, { requiredKeys: ["role"] });
+    const messages = new Field("messages", new List(new Field("item", messageType)), true);
+    fc.assert(
+      fc.property(fc.array(maybe(fc.array(message, { maxLength: 4 })), { maxLength: 12 }), (lists) => {
+        expect(plain(new Vector([fastColumn(messages, lists)!]))).toEqual(built(messages.type, lists));
+      }),
+      { numRuns: 60, seed: 14 },
+    );
+    const detail = new Field("detail", spanType, true);
+    fc.assert(
+      fc.property(fc.array(maybe(span), { maxLength: 20 }), (values) => {
+        expect(plain(new Vector([fastColumn(detail, values)!]))).toEqual(built(detail.type, values));
+      }),
+      { numRuns: 60, seed: 15 },
+    );
+    // A missing struct where the field is not nullable (a list's item) is left to the builder.
+    expect(fastColumn(new Field("x", spanType, false), [null])).toBeUndefined();
   });
 
   it("declines values that do not fit, so arrow's builder takes the column", () => {
