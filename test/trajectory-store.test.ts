@@ -33,6 +33,30 @@ describe.each(["parquet", "jsonl"])("trajectory store (%s)", (ext) => {
     expect(existsSync(`${file}.parts`)).toBe(false);
   });
 
+  it("round-trips messages of any shape, and structured fields in every form they take", async () => {
+    const file = path.join(tmp(), `odd.${ext}`);
+    const records = [
+      makeTrajectory(0, {
+        messages: [
+          { role: "user", content: [{ type: "text", text: "parts" }], tag: { nested: [1, null] } },
+          { role: "assistant", content: null, tool_calls: [{ id: "c1", type: "function", function: { name: "f", arguments: "[1, 2]" } }] },
+          { role: "assistant", content: "", tool_calls: [{ type: "function", function: { name: "g", arguments: {} }, index: 0 }] },
+          { role: "tool", content: "r", tool_call_id: "c1", name: "f" },
+          { role: "assistant", content: "x", reasoning_content: "why" },
+        ],
+        reward_extra: { acc: 0.5, s: "é", list: [1, { a: null }], none: null },
+        tool_scores: {},
+        drift: "drift",
+        drift_detail: { status: "drift", mode: "strict", firstDifference: 3, accumulatedLength: 5, renderedLength: 6, accumulatedExcerpt: "a\n", renderedExcerpt: "🙂" },
+      }),
+      makeTrajectory(1, { segments: [{ kind: "tool", turn: 0, start: 0, end: 1, text: "t", tool_name: "f,g", arguments: [{ x: 1 }, {}], latency_ms: 1, error: null, finish_reason: null }] }),
+    ];
+    const writer = await openTrajectoryWriter(file);
+    for (const t of records) await writer.write(t);
+    await writer.close();
+    expect(await readAll(file)).toEqual(records);
+  });
+
   it("an unclosed output (a killed run) is readable, and --resume continues it without duplicates", async () => {
     const file = path.join(tmp(), `t.${ext}`);
     const first = await openTrajectoryWriter(file, { rowGroupSize: 4 });

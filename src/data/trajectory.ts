@@ -67,7 +67,8 @@ export type VersionSpan = z.infer<typeof versionSpanSchema>;
 
 /**
  * A chat message of the record, in OpenAI's shape (role, content, tool_calls with function name and arguments,
- * tool_call_id, name, reasoning_content), other keys kept. Arguments are an object when they are JSON of one.
+ * tool_call_id, name, reasoning_content), other keys kept. Arguments are an object when they are JSON of one. Nulls
+ * pass where a custom agent loop may leave them: the writer does not validate, and what it wrote must read back.
  */
 export const recordMessageSchema = z.looseObject({
   role: z.string(),
@@ -75,15 +76,15 @@ export const recordMessageSchema = z.looseObject({
   tool_calls: z
     .array(
       z.looseObject({
-        id: z.string().optional(),
-        type: z.string().optional(),
+        id: z.string().nullish(),
+        type: z.string().nullish(),
         function: z.looseObject({ name: z.string(), arguments: z.union([jsonObject, z.string()]) }),
       }),
     )
-    .optional(),
-  tool_call_id: z.string().optional(),
-  name: z.string().optional(),
-  reasoning_content: z.string().optional(),
+    .nullish(),
+  tool_call_id: z.string().nullish(),
+  name: z.string().nullish(),
+  reasoning_content: z.string().nullish(),
 });
 export type RecordMessage = z.infer<typeof recordMessageSchema>;
 
