@@ -7,6 +7,7 @@ import { parseTemplateKwargs } from "../chat/template-command.js";
 import { z } from "zod";
 import { InputError, UsageError } from "../errors.js";
 import { formatIssues } from "../zod-issues.js";
+import { resolveModelPath } from "../config/hub-model.js";
 import { getPath, readYamlConfig } from "../config/tree.js";
 import type { DoctorOptions } from "./types.js";
 
@@ -54,8 +55,9 @@ async function readConfigValues(file: string): Promise<ConfigValues> {
 
 export async function resolveDoctorOptions(flags: DoctorFlags, env: NodeJS.ProcessEnv = process.env): Promise<DoctorOptions> {
   const config = flags.config ? await readConfigValues(flags.config) : {};
-  const model = flags.model ?? config.model;
-  if (!model) throw new UsageError("doctor needs the local model folder", { hint: "pass --model DIR (or actor_rollout_ref.model.path in --config)" });
+  const spec = flags.model ?? config.model;
+  if (!spec) throw new UsageError("doctor needs the local model folder", { hint: "pass --model DIR (or actor_rollout_ref.model.path in --config)" });
+  const model = await resolveModelPath(spec, flags.model ? "--model" : "actor_rollout_ref.model.path");
   const server = flags.server ?? config.server?.[0];
   if (!server) {
     throw new UsageError("doctor needs a server to check", { hint: "pass --server URL (or actor_rollout_ref.rollout.server.urls in --config)" });

@@ -16,6 +16,7 @@ import { loadRolloutParts, makeClient, readApiKey, trajectoryContext, type Rollo
 import { checkPromptLengths } from "./prompt-lengths.js";
 import type { RolloutSummary } from "./stats.js";
 import { implicationsOf, printDryRun, printJsonReport, printRolloutSummary, RolloutProgress } from "./report.js";
+import { noteUnlessQuiet, resolveModelPath } from "../config/hub-model.js";
 import { applySets, readYamlConfig, setPath, validateConfig, type ConfigTree } from "../config/tree.js";
 import { handleInterrupts } from "../interrupt.js";
 import { style } from "../term.js";
@@ -123,7 +124,8 @@ interface RolloutInputs {
  */
 async function checkInputs(config: RolloutConfig, flags: RolloutFlags): Promise<RolloutInputs> {
   const dataPath = requireSet(config.data.path, "dataset", "--data FILE (or data.path)");
-  const modelPath = requireSet(config.actor_rollout_ref.model.path, "model folder", "--model DIR (or actor_rollout_ref.model.path)");
+  const modelSpec = requireSet(config.actor_rollout_ref.model.path, "model folder", "--model DIR (or actor_rollout_ref.model.path)");
+  const modelPath = await resolveModelPath(modelSpec, flags.model ? "--model" : "actor_rollout_ref.model.path", noteUnlessQuiet(flags));
   const rollout = config.actor_rollout_ref.rollout;
   if (flags.engine === "embedded" && rollout.server.urls.length) throw new UsageError("--engine embedded and --server exclude each other");
   if (flags.keepFailed && !flags.resume) throw new UsageError("--keep-failed needs --resume", { hint: "add --resume to continue the --out file" });

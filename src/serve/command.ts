@@ -5,6 +5,7 @@
  * something already listens on.
  */
 import { ExitError, UsageError } from "../errors.js";
+import { noteUnlessQuiet, resolveModelPath } from "../config/hub-model.js";
 import { handleInterrupts } from "../interrupt.js";
 import { checkExecutable } from "../data/input-file.js";
 import { checkOutputPath } from "../data/output-path.js";
@@ -45,6 +46,7 @@ export async function runServeCommand(flags: ServeFlags, serverArgs: readonly st
     throw new UsageError(`--engine must be embedded or sglang, got '${flags.engine}'`);
   }
   if (!flags.model) throw new UsageError("serve needs --model DIR");
+  const model = await resolveModelPath(flags.model, "--model", noteUnlessQuiet(flags));
   // Before the server starts: a log file that cannot be written would fail (or crash) only once it runs.
   if (flags.logFile) await checkOutputPath(flags.logFile, "file");
   // A path given as --python is checked here: a missing interpreter is the user's input, not an engine that failed.
@@ -65,7 +67,7 @@ export async function runServeCommand(flags: ServeFlags, serverArgs: readonly st
   try {
     const common = {
       engine: flags.engine,
-      model: flags.model,
+      model,
       port: flags.port,
       host: flags.host,
       ...(flags.gpus ? { gpus: flags.gpus } : {}),

@@ -4,6 +4,7 @@
  * line on stderr (TTY only), one line per step, or one JSON object per step with --json. The run folder, the console,
  * Ctrl-C and resuming work as in `train` (train/session.ts).
  */
+import { noteUnlessQuiet, resolveModelPath } from "../config/hub-model.js";
 import { style } from "../term.js";
 import { printDryRun } from "../train/console.js";
 import { TrainingProcesses } from "../train/processes.js";
@@ -24,6 +25,9 @@ export async function resolveSftConfig(flags: SftFlags): Promise<SftConfig> {
 
 export async function runSftCommand(flags: SftFlags): Promise<void> {
   const config = await resolveSftConfig(flags);
+  if (!flags.dryRun) {
+    config.model.partial_pretrain = await resolveModelPath(config.model.partial_pretrain, "model.partial_pretrain", noteUnlessQuiet(flags));
+  }
   const inputs = await loadSftInputs(config);
   const total = sftTotalSteps(config, inputs.train.examples.length);
   const runDir = runDirOf(config);

@@ -44,7 +44,7 @@ export const sftConfigSchema = z.strictObject({
     })
     .describe("data"),
   model: z.strictObject({
-    partial_pretrain: z.string().describe("Hugging Face model folder to start from: weights, tokenizer and chat template"),
+    partial_pretrain: z.string().describe("Hugging Face model folder to start from, or a Hub id org/name[@revision] resolved through huggingface_hub's cache: weights, tokenizer and chat template"),
     enable_gradient_checkpointing: z.boolean().default(false).describe("activation checkpointing: less memory, more compute"),
   }),
   use_remove_padding: z

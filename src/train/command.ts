@@ -7,6 +7,7 @@ import { InputError } from "../errors.js";
 import { style } from "../term.js";
 import { readApiKey, makeClient } from "../rollout/setup.js";
 import type { RolloutSection } from "../rollout/config.js";
+import { noteUnlessQuiet, resolveModelPath } from "../config/hub-model.js";
 import { setPath } from "../config/tree.js";
 import { trainConfigSchema, totalSteps, type TrainConfig } from "./config.js";
 import { printTrainDryRun } from "./dry-run.js";
@@ -81,6 +82,8 @@ export function trainResumeHint(config: TrainConfig, flags: TrainFlags, runDir: 
 export async function runTrainCommand(flags: TrainFlags): Promise<void> {
   const config = await resolveTrainConfig(flags);
   if (flags.dryRun) return printTrainDryRun(config, Boolean(flags.json));
+  const model = config.actor_rollout_ref.model;
+  model.path = await resolveModelPath(model.path, "actor_rollout_ref.model.path", noteUnlessQuiet(flags));
   const valOnly = config.trainer.val_only;
   const inputs = await loadTrainInputs(config, flags.config);
   const runDir = runDirOf(config);

@@ -44,7 +44,7 @@ export const trainConfigSchema = z.strictObject({
     .describe("data"),
   actor_rollout_ref: z.strictObject({
     model: z.strictObject({
-      path: z.string().describe("Hugging Face model folder: the initial policy, tokenizer and chat template"),
+      path: z.string().describe("Hugging Face model folder, or a Hub id org/name[@revision] resolved to its snapshot in huggingface_hub's cache (HF_HOME, HF_HUB_CACHE; HF_HUB_OFFLINE=1: the cache only): the initial policy, tokenizer and chat template"),
       enable_gradient_checkpointing: z.boolean().default(false).describe("activation checkpointing in the decoder layers: less memory, more compute"),
       use_remove_padding: z
         .boolean().default(true)

@@ -6,7 +6,7 @@ export function registerDoctor(program: Command): void {
   program
     .command("doctor")
     .description("Pre-flight checks of a model, its chat template and an inference server")
-    .option("-m, --model <dir>", "local model folder: tokenizer and chat template (actor_rollout_ref.model.path)")
+    .option("-m, --model <dir|id>", "model folder, or Hugging Face Hub id org/name[@revision] (from its cache): tokenizer and chat template (actor_rollout_ref.model.path)")
     .option("-s, --server <url>", "the SGLang or embedded engine URL to check")
     .option("--tools <yaml>", "tool config in verl's format (multi_turn.tool_config_path); default: a probe tool")
     .option("--format <parser>", "function-call format: auto, qwen25, hermes, llama3, mistral, deepseekv3, pythonic, gpt-oss")

@@ -8,7 +8,7 @@ export function registerRollout(program: Command): void {
     .description("Run asynchronous multi-turn rollouts against SGLang servers and write token-level trajectories")
     .option("-c, --config <file>", "rollout config YAML (verl key names); flags override it")
     .option("-d, --data <file>", "dataset parquet in verl's schema (data.path)")
-    .option("-m, --model <dir>", "model folder with tokenizer.json and the chat template (actor_rollout_ref.model.path)")
+    .option("-m, --model <dir|id>", "model folder with tokenizer.json and the chat template, or a Hugging Face Hub id org/name[@revision] resolved through its cache (actor_rollout_ref.model.path)")
     .option("-s, --server <url>", "SGLang server or router URL; repeat for several servers", collect)
     .addOption(
       new Option("--engine <name>", "embedded: start agentrl's own engine on --model (CPU or GPU) for this run instead of --server").choices(["embedded", "sglang"]),

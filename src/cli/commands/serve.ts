@@ -15,7 +15,7 @@ export function registerServe(program: Command): void {
     .description("Start an inference engine (embedded CPU engine or SGLang) as a managed child")
     .argument("[engine-args...]", "extra flags for the engine, after --")
     .requiredOption("-e, --engine <kind>", "embedded (PyTorch, CPU or one GPU) or sglang")
-    .option("-m, --model <dir>", "model folder (SGLang also takes a Hugging Face id)")
+    .option("-m, --model <dir|id>", "model folder, or a Hugging Face Hub id org/name[@revision]: resolved through huggingface_hub's cache (HF_HOME, HF_HUB_CACHE; HF_HUB_OFFLINE=1 for the cache only), downloaded if missing")
     .option("-p, --port <port>", "port to serve on; 0 picks a free one", integerAtLeast("--port", 0), 30000)
     .option("--host <host>", "address to bind", "127.0.0.1")
     .option("--gpus <ids>", "GPU ids, e.g. 0,1,2,3 (CUDA_VISIBLE_DEVICES); sglang's tp size defaults to their count", gpuList)
