@@ -39,7 +39,7 @@ if ! .venv/bin/python -c "import torch" 2>/dev/null; then
     echo "==> torch (CPU)"; "${PIP[@]}" "torch==2.13.0"
   fi
 fi
-# worker/requirements.txt, included by requirements-dev.txt: torch, transformers, safetensors, and jsonschema for the
+# worker/requirements.txt, included by requirements-dev.txt: torch, transformers, safetensors, peft (LoRA), and jsonschema for the
 # protocol checks (agentrl_worker/protocol.py).
 echo "==> worker dependencies"
 "${PIP[@]}" -r worker/requirements-dev.txt

@@ -123,6 +123,8 @@ def _dispatch(state: dict[str, Any], message: dict[str, Any]) -> dict[str, Any]:
         return trainer.update(message["batch"], message.get("log_probs"))
     if cmd == "save_weights":
         return trainer.save_weights(message["dir"], message.get("dtype"))
+    if cmd == "save_adapter":
+        return trainer.save_adapter(message["dir"])
     if cmd == "save_checkpoint":
         return trainer.save_checkpoint(message["dir"])
     if cmd == "load_checkpoint":

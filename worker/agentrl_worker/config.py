@@ -86,6 +86,15 @@ class WorkerConfig:
     """Importance sampling against the rollout's log-probs, weight pi_old / pi_rollout, with rollout_is_mode above it."""
     rollout_is_mode: str = "truncate"
     """truncate: min(weight, threshold) (verl's TIS); mask: 0 above the threshold (AReaL's decoupled PPO)."""
+    lora_rank: int = 0
+    """0: every weight trains. > 0: a peft LoRA adapter of this rank trains and the base stays frozen; the optimizer
+    holds the adapter only, and the reference is the policy with its adapter disabled (lora.py)."""
+    lora_alpha: float = 16.0
+    """LoRA scaling: the adapter's update is B·A·(lora_alpha / lora_rank)."""
+    target_modules: Any = "all-linear"
+    """all-linear (every linear layer but the lm_head) or a list of module names (q_proj, v_proj, ...)."""
+    exclude_modules: Any = None
+    """Module names (or a regex) left without an adapter."""
 
     @staticmethod
     def from_dict(raw: dict[str, Any]) -> "WorkerConfig":

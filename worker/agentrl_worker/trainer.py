@@ -17,7 +17,7 @@ import torch.distributed as dist
 from safetensors.torch import save_file
 from torch import Tensor
 
-from . import algos
+from . import algos, lora
 from .batch import Plan, load_batch, mini_batches, pack_rows, plan_micro_batches, sequence_lengths, shared_prefix_length
 from .config import ConfigError, WorkerConfig
 from .lr_schedule import make_scheduler
@@ -107,10 +107,18 @@ class Trainer:
         self.model.config.use_cache = False
         if config.gradient_checkpointing:
             self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        self.lora = config.lora_rank > 0
+        if self.lora:  # the same seed on every rank: each rank's copy of the fresh adapter must be the same
+            torch.manual_seed(config.seed)
+            if config.gradient_checkpointing:  # the frozen embeddings' output must carry gradients into the layers
+                self.model.enable_input_require_grads()
+            self.model = lora.wrap(self.model, config.lora_rank, config.lora_alpha, config.target_modules, config.exclude_modules)
+            self._seed(config.seed)
         self.model, self.fsdp = _shard(self.model, self.device, compute_dtype, config.reshard_after_forward, offload=config.param_offload)
-        self._weights = WeightSender(self.model, self.rank, self.device, self.saved_dtype)
+        self._weights = WeightSender(self.model, self.rank, self.device, self.saved_dtype, merge_lora=self.lora)
         self.ref = None
-        if config.use_ref:
+        # With LoRA the reference is the policy with its adapter disabled (`_reference`): no second copy.
+        if config.use_ref and not self.lora:
             # With ref_offload the reference is loaded on the CPU and FSDP2 moves each layer's shards in for compute.
             self.ref = load() if not config.ref_offload else AutoModelForCausalLM.from_pretrained(
                 model_dir, dtype=master_dtype, attn_implementation=attn
@@ -118,8 +126,9 @@ class Trainer:
             self.ref.requires_grad_(False)
             self.ref.eval()
             self.ref, _ = _shard(self.ref, self.device, compute_dtype, True, offload=config.ref_offload)
+        # With LoRA only the adapter requires gradients, and the optimizer holds only it.
         self.optimizer = torch.optim.AdamW(
-            self.model.parameters(), lr=config.lr, betas=tuple(config.betas), weight_decay=config.weight_decay
+            [p for p in self.model.parameters() if p.requires_grad], lr=config.lr, betas=tuple(config.betas), weight_decay=config.weight_decay
         )
         # verl's warm-up and constant/cosine schedule, stepped once per optimizer step (lr_schedule.py).
         self.scheduler = make_scheduler(
@@ -133,6 +142,19 @@ class Trainer:
         )
 
     # --- helpers ----------------------------------------------------------------------------------------------
+
+    @property
+    def _has_ref(self) -> bool:
+        return self.ref is not None or (self.lora and self.config.use_ref)
+
+    @contextmanager
+    def _reference(self) -> Iterator[torch.nn.Module]:
+        """The reference model: the frozen copy, or with LoRA the policy itself with its adapter disabled."""
+        if self.ref is not None:
+            yield self.ref
+            return
+        with self.model.disable_adapter():  # type: ignore[operator]
+            yield self.model
 
     def _seed(self, seed: int) -> None:
         random.seed(seed + self.rank)
@@ -271,7 +293,7 @@ class Trainer:
             batch = load_batch(batch_path)
         size, seq_len = batch["input_ids"].shape
         plan = self._plan(batch, list(range(size)))
-        names = ["old_log_probs", "entropy"] + (["ref_log_probs"] if self.ref is not None else [])
+        names = ["old_log_probs", "entropy"] + (["ref_log_probs"] if self._has_ref else [])
         # Each row is written by exactly one rank and is 0 on the others, so a sum over ranks assembles the batch.
         tensors = {name: torch.zeros(size, seq_len, dtype=torch.float32, device=self.device) for name in names}
         self.model.eval()
@@ -283,9 +305,9 @@ class Trainer:
                     width = log_probs.shape[1]
                     tensors["old_log_probs"][:, :width].index_copy_(0, index, log_probs.float())
                     tensors["entropy"][:, :width].index_copy_(0, index, entropy.float())  # type: ignore[union-attr]
-            if self.ref is not None:
-                with timer.part("ref"):
-                    ref = self._forward(self.ref, batch, rows, with_entropy=False)[0]
+            if self._has_ref:
+                with timer.part("ref"), self._reference() as reference:
+                    ref = self._forward(reference, batch, rows, with_entropy=False)[0]
                     if rows:
                         tensors["ref_log_probs"][:, : ref.shape[1]].index_copy_(0, index, ref.float())
         metrics: dict[str, Any] = {}
@@ -423,6 +445,8 @@ class Trainer:
         """A Hugging Face folder (config, tokenizer, model.safetensors) loadable by transformers and SGLang."""
         state = self._full_model_state()
         if self.rank == 0:
+            if self.lora:  # the merged model, W + B·A·(alpha/r), under the Hugging Face names
+                state = lora.merged_state(state, lora.scaling(self.model))
             name = dtype or self.saved_dtype or "float32"
             target = getattr(torch, name, None)
             if not isinstance(target, torch.dtype):
@@ -442,6 +466,29 @@ class Trainer:
             os.replace(tmp, out)
         dist.barrier()
         return {"path": out_dir, "step": self.step}
+
+    def save_adapter(self, out_dir: str) -> dict[str, Any]:
+        """LoRA: the adapter alone, as PEFT saves it (adapter_config.json, adapter_model.safetensors in float32), written
+        to a temporary folder and renamed over `out_dir`: what SGLang's /load_lora_adapter and the embedded engine
+        load, and `PeftModel.from_pretrained` too."""
+        if not self.lora:
+            raise ConfigError("save_adapter: the worker trains no LoRA adapter (lora_rank is 0)")
+        state = self._full_model_state()
+        size = 0
+        if self.rank == 0:
+            tensors = {k: v.float().contiguous().clone() for k, v in lora.adapter_state(state).items()}
+            out = Path(out_dir)
+            tmp = out.with_name(out.name + f".tmp-{os.getpid()}")
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+            save_file(tensors, str(tmp / "adapter_model.safetensors"), metadata={"format": "pt"})
+            config = lora.adapter_config(self.model, str(Path(self.config.model_path).resolve()))
+            (tmp / "adapter_config.json").write_text(json.dumps(config, indent=2, default=str))
+            size = (tmp / "adapter_model.safetensors").stat().st_size
+            shutil.rmtree(out, ignore_errors=True)
+            os.replace(tmp, out)
+        dist.barrier()
+        return {"path": out_dir, "step": self.step, "bytes": size}
 
     # --- weights without disk (weight_sync.py, docs/worker-protocol.md) ---------------------------------------
 
@@ -470,6 +517,8 @@ class Trainer:
         model_state, optim_state = get_state_dict(
             self.model, self.optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
         )
+        if self.lora:  # the frozen base is model_path's: the checkpoint holds the adapter (and its optimizer) only
+            model_state = {k: v for k, v in model_state.items() if lora.is_adapter(k)}
         out = Path(out_dir)
         if self.rank == 0:
             out.mkdir(parents=True, exist_ok=True)
@@ -489,7 +538,7 @@ class Trainer:
         full = torch.load(path / "state.pt", weights_only=False)
         set_state_dict(
             self.model, self.optimizer, model_state_dict=full["model"], optim_state_dict=full["optimizer"],
-            options=StateDictOptions(full_state_dict=True),
+            options=StateDictOptions(full_state_dict=True, strict=not self.lora),
         )
         if self.config.optimizer_offload:  # set_state_dict put the loaded state next to the parameters
             _move_optimizer_state(self.optimizer, offload=True)

@@ -19,6 +19,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
+from . import lora
 from .config import ConfigError
 from .weight_group import dtype_from_name, join_weight_group
 
@@ -60,8 +61,10 @@ def plan_buckets(specs: list[TensorSpec], bucket_bytes: int) -> list[list[Tensor
 class WeightSender:
     """The policy's parameters by Hugging Face name, gathered full, broadcast or serialized by rank 0."""
 
-    def __init__(self, model: torch.nn.Module, rank: int, device: torch.device, default_dtype: str) -> None:
+    def __init__(self, model: torch.nn.Module, rank: int, device: torch.device, default_dtype: str, merge_lora: bool = False) -> None:
         self.model = model
+        # LoRA: the servers hold the Hugging Face model, so each adapted weight leaves merged (W + B·A·alpha/r).
+        self.merged = {m.hf: m for m in lora.merged_names([n for n, _ in model.named_parameters()])} if merge_lora else None
         self.rank = rank
         self.device = device
         self.default_dtype = default_dtype
@@ -79,6 +82,9 @@ class WeightSender:
 
     def specs(self, dtype: str | None) -> list[TensorSpec]:
         name = self._dtype(dtype)
+        if self.merged is not None:
+            params = dict(self.model.named_parameters())
+            return [TensorSpec(hf, name, list(params[m.base].shape)) for hf, m in self.merged.items()]
         return [TensorSpec(n, name, list(p.shape)) for n, p in self.model.named_parameters()]
 
     def plan(self, bucket_bytes: int, dtype: str | None) -> dict:
@@ -126,13 +132,23 @@ class WeightSender:
     def _full_tensors(self, names: list[str], dtype: str | None) -> Iterator[Tensor]:
         """Each named parameter whole, in `dtype`, on this rank's device; every rank must run this (collectives)."""
         params = dict(self.model.named_parameters())
-        unknown = [n for n in names if n not in params]
+        known = params if self.merged is None else self.merged
+        unknown = [n for n in names if n not in known]
         if unknown:
             raise ConfigError(f"unknown parameter(s) {', '.join(unknown[:5])}")
         target = dtype_from_name(self._dtype(dtype))
+        scale = lora.scaling(self.model) if self.merged is not None else 1.0
         with torch.no_grad():
             for name in names:
-                yield _full(params[name].detach(), self.device).to(target).contiguous()
+                if self.merged is None:
+                    yield _full(params[name].detach(), self.device).to(target).contiguous()
+                    continue
+                item = self.merged[name]
+                value = _full(params[item.base].detach(), self.device)
+                if item.lora_a is not None and item.lora_b is not None:
+                    a, b = (_full(params[n].detach(), self.device) for n in (item.lora_a, item.lora_b))
+                    value = lora.merge(value, a, b, scale)
+                yield value.to(target).contiguous()
 
     def _dtype(self, dtype: str | None) -> str:
         name = dtype or self.default_dtype

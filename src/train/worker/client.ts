@@ -169,6 +169,11 @@ export class WorkerClient {
     return this.command("save_weights", dtype ? { dir, dtype } : { dir });
   }
 
+  /** LoRA: the adapter alone as a PEFT folder (adapter_config.json, adapter_model.safetensors) for /load_lora_adapter. */
+  saveAdapter(dir: string): Promise<Result<"save_adapter">> {
+    return this.command("save_adapter", { dir });
+  }
+
   saveCheckpoint(dir: string): Promise<PathResult> {
     return this.command("save_checkpoint", { dir });
   }

@@ -74,6 +74,10 @@ export const initConfig = z.strictObject({
   norm_adv_by_std_in_grpo: z.boolean().optional(),
   rollout_is_threshold: z.number().positive().nullable().optional(),
   rollout_is_mode: z.enum(ROLLOUT_IS_MODES).optional(),
+  lora_rank: int().min(0).optional().describe("0: every weight trains; > 0: a LoRA adapter of this rank (peft) trains, the base stays frozen"),
+  lora_alpha: z.number().positive().optional(),
+  target_modules: z.union([z.literal("all-linear"), z.array(z.string().min(1)).min(1)]).optional(),
+  exclude_modules: z.union([z.string().min(1), z.array(z.string().min(1))]).nullable().optional(),
 });
 export type WorkerInitConfig = z.input<typeof initConfig>;
 
@@ -90,6 +94,7 @@ export const requests = {
   sft_step: request("sft_step", { batch: filePath }),
   sft_eval: request("sft_eval", { batch: filePath }),
   save_weights: request("save_weights", { dir: filePath, dtype: z.enum(WEIGHT_DTYPES).optional() }),
+  save_adapter: request("save_adapter", { dir: filePath }),
   save_checkpoint: request("save_checkpoint", { dir: filePath }),
   load_checkpoint: request("load_checkpoint", { dir: filePath }),
   fingerprint: request("fingerprint", {}),
@@ -164,6 +169,7 @@ export const results = {
     metrics: z.strictObject({ "val/loss": z.number(), "val/nll_sum": z.number(), "val/tokens": z.number() }),
   }),
   save_weights: pathResult,
+  save_adapter: z.strictObject({ path: z.string(), step: int(), bytes: int().nonnegative().describe("size of adapter_model.safetensors") }),
   save_checkpoint: pathResult,
   load_checkpoint: pathResult,
   fingerprint: z.strictObject({ params: z.string(), optimizer: z.string(), step: int() }),
