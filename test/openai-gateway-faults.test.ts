@@ -91,14 +91,27 @@ describe("request options: max_tokens, tool_choice none, stop, and max_assistant
   });
 });
 
+describe("a row whose own prompt is over data.max_prompt_length", () => {
+  it("runs: the agent's first request is the prompt, and its short one fits", async () => {
+    const run = await rollout("short", await writeRows(f("short.parquet"), ["short"]), { short: jsAgent("shortPrompt") }, [], ["--set", "data.max_prompt_length=64"]);
+    expect(run.result.code, run.result.stderr).toBe(0);
+    expect(run.trajectories).toHaveLength(2);
+    for (const t of run.trajectories) {
+      expect([t.status, t.finish_reason, t.assistant_turns, t.reward]).toEqual(["completed", "stop", 1, 1]);
+      expect(messagesOf(t)[0]).toEqual({ role: "user", content: question(0) });
+      expect(t.prompt_ids.length).toBeLessThanOrEqual(64);
+    }
+  });
+});
+
 /** `agentrl rollout --n 2` with `loops` registered under actor_rollout_ref.rollout.agent.agent_loops. */
-async function rollout(name: string, data: string, loops: Record<string, Record<string, unknown>>, rolloutLines: string[] = []) {
+async function rollout(name: string, data: string, loops: Record<string, Record<string, unknown>>, rolloutLines: string[] = [], flags: string[] = []) {
   const config = f(`${name}.yaml`);
   writeFileSync(config, ["actor_rollout_ref:", "  rollout:", ...rolloutLines.map((line) => `    ${line}`), "    agent:", `      agent_loops: ${JSON.stringify(loops)}`, ""].join("\n"));
   const out = f(`${name}.jsonl`);
   const result = await runCli([
     "rollout", "--config", config, "--data", data, "--model", QWEN3_DIR, "--server", fake.url,
-    "--tools", GSM8K_TOOLS, "--n", "2", "--out", out, "--json",
+    "--tools", GSM8K_TOOLS, "--n", "2", "--out", out, "--json", ...flags,
   ]);
   const trajectories = existsSync(out) ? await readAllTrajectories(out) : [];
   trajectories.sort((a, b) => a.data_index - b.data_index || a.sample_index - b.sample_index);

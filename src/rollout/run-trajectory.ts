@@ -13,7 +13,8 @@ import { trajectoryKey, type Trajectory } from "../data/trajectory.js";
 import { onAbort } from "../signal-fanout.js";
 import { ToolSession, type ToolsKwargs } from "../tools/index.js";
 import type { Sample } from "./sample.js";
-import { runAgentLoop } from "./agent-loop.js";
+import type { Conversation } from "../chat/index.js";
+import { runAgentLoop, type SelectedAgentLoop } from "./agent-loop.js";
 import { AgentLoopRegistry } from "./agent-loops.js";
 import { openConversation } from "./conversation-start.js";
 import { finishTrajectory } from "./trajectory-record.js";
@@ -30,7 +31,7 @@ export async function runTrajectory(sample: Sample, ctx: TrajectoryContext): Pro
   const startedAt = Date.now();
   const deadline = trajectoryDeadline(ctx.signal, ctx.rollout.trajectory_timeout * 1000);
   try {
-    const run = await startTrajectory(sample, ctx, loop.name, startedAt, deadline.signal);
+    const run = await startTrajectory(sample, ctx, loop, startedAt, deadline.signal);
     // The tool instances die with the trajectory, whichever way it ends (verl releases them at the end too).
     try {
       const finish = await runAgentLoop(loop, run);
@@ -67,19 +68,35 @@ function trajectoryDeadline(runSignal: AbortSignal, timeoutMs: number): { signal
   };
 }
 
-/** Renders the prompt into a Conversation, checks its length, and starts the sample's interaction, if any. */
+/**
+ * Renders the prompt into a Conversation, checks its length, and starts the sample's interaction, if any. A loop that
+ * renders its own prompt (the OpenAI gateway's: the agent's first request is the prompt) gets the row's rendered only
+ * if something reads the conversation before it opens its own, e.g. the record of an agent that never called the
+ * model; so the row's prompt is neither rendered for nothing nor refused for a length the agent's prompt need not have.
+ */
 async function startTrajectory(
   sample: Sample,
   ctx: TrajectoryContext,
-  agentLoop: string,
+  loop: SelectedAgentLoop,
   startedAt: number,
   deadline: AbortSignal,
 ): Promise<TrajectoryInFlight> {
-  const conversation = openConversation(sample, ctx);
+  const conversation = loop.internal ? undefined : openConversation(sample, ctx);
   const interaction = await startInteraction(sample, ctx);
   const id = trajectoryKey(sample.dataIndex, sample.sampleIndex);
   const toolSession = await startToolSession(sample, ctx, deadline);
-  return { sample, ctx, id, agentLoop, startedAt, deadline, conversation, interaction, toolSession, log: emptyTurnLog() };
+  const log = emptyTurnLog();
+  if (conversation) return { sample, ctx, id, agentLoop: loop.name, startedAt, deadline, conversation, interaction, toolSession, log };
+  let opened: Conversation | undefined;
+  return {
+    sample, ctx, id, agentLoop: loop.name, startedAt, deadline, interaction, toolSession, log,
+    get conversation(): Conversation {
+      return (opened ??= openConversation(sample, ctx));
+    },
+    set conversation(value: Conversation) {
+      opened = value;
+    },
+  };
 }
 
 /** With tool_lifetime: trajectory, the trajectory's tool instances, created now for the tools its tools_kwargs names. */
