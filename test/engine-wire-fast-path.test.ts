@@ -7,6 +7,7 @@
 import { describe, expect, it } from "vitest";
 import { generateResponseSchema, parseGenerateResponse, usualGenerateResponse } from "../src/engine/wire.js";
 import { seededRandom } from "../src/data/random.js";
+import { mutateOnePlace } from "./helpers/mutate.js";
 
 function usual(random: () => number): Record<string, unknown> {
   const n = Math.floor(random() * 5);
@@ -31,27 +32,7 @@ function usual(random: () => number): Record<string, unknown> {
 
 const ODD_VALUES: unknown[] = [undefined, null, 0, -1, 1.5, NaN, Infinity, 2 ** 60, "", "7", true, [], {}, [1, 2], [[0, 1, null]], { type: "abort" }];
 
-/** A copy of `value` with one randomly chosen place (at any depth) replaced, removed or given an extra key. */
-function mutate(value: unknown, random: () => number): unknown {
-  const copy = structuredClone(value) as Record<string, unknown>;
-  const places: [Record<string, unknown> | unknown[], string | number][] = [];
-  const walk = (node: unknown) => {
-    if (Array.isArray(node)) node.forEach((child, i) => (places.push([node, i]), walk(child)));
-    else if (typeof node === "object" && node !== null) {
-      for (const [key, child] of Object.entries(node)) {
-        places.push([node as Record<string, unknown>, key]);
-        walk(child);
-      }
-    }
-  };
-  walk(copy);
-  const [parent, key] = places[Math.floor(random() * places.length)]!;
-  const roll = random();
-  if (roll < 0.15 && !Array.isArray(parent)) delete (parent as Record<string, unknown>)[key as string];
-  else if (roll < 0.25 && Array.isArray(parent)) parent.length = Number(key);
-  else (parent as Record<string | number, unknown>)[key] = ODD_VALUES[Math.floor(random() * ODD_VALUES.length)];
-  return copy;
-}
+const mutate = (value: unknown, random: () => number): unknown => mutateOnePlace(value, random, ODD_VALUES);
 
 describe("usual /generate responses without zod", () => {
   it("takes the fast path for the usual answers, with the schema's result", () => {
