@@ -5,7 +5,7 @@
  * built-in tool_agent loop on the same rows against the same fake model, in one run on the same machine, interleaved.
  *
  * Every loop plays the same conversation per row: a calc_gsm8k_reward call, the tool's answer, a final answer (2
- * assistant turns). The fake SGLang server (test/fake-sglang, zero latency, its own process) answers each request with
+ * assistant turns). The fake SGLang server (test/fake-sglang, zero latency unless `--latency`, its own process) answers each request with
  * one of 3,000 GSM8K-derived turns picked by the request's sampling seed (`--seed 7`), and every row is a different
  * GSM8K question, so the conversations are distinct, not one replayed. The agent (bench/lib/gateway-agent.mjs) is a
  * small Node program on node:http; it runs the tool itself with the built-in tool's text and reports no reward, so the
@@ -36,6 +36,12 @@
  *   node bench/gateway-overhead.mjs --rounds 5 --trajectories 1024 --concurrency 32
  *   node bench/gateway-overhead.mjs --profile DIR    # then one run of each loop under --cpu-prof: time in the window
  *   BENCH_QUICK=1 node bench/gateway-overhead.mjs                    # 2 rounds of 192 trajectories
+ *   node bench/gateway-overhead.mjs --latency 20     # every generation waits lognormal(median 20 ms, σ 0.5)
+ *
+ * At zero latency (the default) the built-in loop keeps the CLI busy without a pause: its turns run back to back on a
+ * hot cache and an event loop that handles many ready events per wake-up, while a gateway loop's CLI waits on its
+ * agents (other processes) between requests and pays each wake-up alone. `--latency` makes every loop wait on the
+ * engine, as it does on a real SGLang server, so the comparison is between two waiting CLIs.
  */
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -59,6 +65,7 @@ const trajectories = Number(flag("trajectories", quick ? "192" : "256"));
 const warmup = Number(flag("warmup", "1000"));
 const concurrency = Number(flag("concurrency", "16"));
 const profileDir = flag("profile", undefined);
+const latencyMs = Number(flag("latency", "0"));
 const TURNS = 2;
 /**
  * The window, in requests the fake has answered since the run started: past the warm-up and the loop's first quarter,
@@ -66,8 +73,8 @@ const TURNS = 2;
  */
 const windowFrom = TURNS * (warmup + Math.ceil(trajectories / 4));
 const windowTo = TURNS * (warmup + trajectories - concurrency);
-if (!(rounds > 0 && concurrency > 0 && warmup >= 0 && windowTo - windowFrom >= 64)) {
-  console.error("usage: gateway-overhead.mjs [--rounds N] [--trajectories K] [--warmup W] [--concurrency C] [--no-python] [--function] [--profile DIR] [--json]");
+if (!(rounds > 0 && concurrency > 0 && warmup >= 0 && latencyMs >= 0 && windowTo - windowFrom >= 64)) {
+  console.error("usage: gateway-overhead.mjs [--rounds N] [--trajectories K] [--warmup W] [--concurrency C] [--latency MS] [--no-python] [--function] [--profile DIR] [--json]");
   console.error("the window (3/4 of K, less C) must hold 32 trajectories or more");
   process.exit(2);
 }
@@ -312,7 +319,8 @@ const turn2Variants = solutions.map((answer) => [...parts.model.encode(`<think>\
 await parts.close();
 
 const started = performance.now();
-const fake = await startFakeSglangProcess(root, { ...story, turn1Variants, turn2Variants });
+const latency = latencyMs > 0 ? { medianMs: latencyMs, sigma: 0.5 } : undefined;
+const fake = await startFakeSglangProcess(root, { ...story, turn1Variants, turn2Variants, ...(latency ? { latency } : {}) });
 const dataFiles = {};
 const configFiles = {};
 const runs = [];
@@ -445,7 +453,7 @@ const nodeFlags = process.env.BENCH_CLI_FLAGS === "0" ? [] : cliNodeFlags();
 const seconds = (performance.now() - started) / 1000;
 
 if (asJson) {
-  const settings = { rounds, trajectories, warmup, concurrency, window: [windowFrom, windowTo] };
+  const settings = { rounds, trajectories, warmup, concurrency, latencyMs, window: [windowFrom, windowTo] };
   const date = new Date().toISOString().slice(0, 10);
   const all = runs.map(({ out, ...r }) => r);
   process.stdout.write(
@@ -459,7 +467,7 @@ if (asJson) {
   out.push("");
   out.push(
     `\`agentrl rollout\` (the bundle, with ${nodeFlags.length ? nodeFlags.join(" ") : "V8's default flags"}) on GSM8K rows ` +
-      "against the fake SGLang server (test/fake-sglang) at zero latency in its own process, with the Qwen3 tokenizer and " +
+      `against the fake SGLang server (test/fake-sglang) ${latency ? `with a lognormal latency per generation (median ${latency.medianMs} ms, σ ${latency.sigma})` : "at zero latency"} in its own process, with the Qwen3 tokenizer and ` +
       `template, the qwen25 parser and the calc_gsm8k_reward tool, n = 1, concurrency ${concurrency}. Every row is a ` +
       "different question, and the fake answers each request with one of 3,000 GSM8K-derived turns picked by its " +
       "sampling seed (`--seed 7`): turn 1 calls the tool, turn 2 answers (2 assistant turns a trajectory; distinct " +

@@ -104,6 +104,19 @@ describe("a row whose own prompt is over data.max_prompt_length", () => {
   });
 });
 
+describe("tools resent with every request", () => {
+  it("the same tools in another key order extend the record; other tools start a new segment", async () => {
+    const run = await rollout("tools", await writeRows(f("tools.parquet"), ["tools"]), { tools: jsAgent("toolsChange") });
+    expect(run.result.code, run.result.stderr).toBe(0);
+    for (const t of run.trajectories) {
+      expect([t.status, t.finish_reason]).toEqual(["completed", "stop"]);
+      expect(t.context_segments?.map((segment) => segment.reason)).toEqual(["tools_changed"]);
+      expect((t.context_segments![0]!.messages as Array<{ role: string }>).filter((m) => m.role === "assistant")).toHaveLength(2);
+      expect(t.assistant_turns).toBe(1);
+    }
+  });
+});
+
 /** `agentrl rollout --n 2` with `loops` registered under actor_rollout_ref.rollout.agent.agent_loops. */
 async function rollout(name: string, data: string, loops: Record<string, Record<string, unknown>>, rolloutLines: string[] = [], flags: string[] = []) {
   const config = f(`${name}.yaml`);

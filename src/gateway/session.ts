@@ -32,7 +32,7 @@ export class GatewaySession {
   private recordKeys: string[] = [];
   private recordTools = "";
   /** The last request's tools as sent, and their key: agents resend the same list with every request. */
-  private lastTools: { json: string; key: string } = { json: "", key: "" };
+  private lastTools: { tools: unknown; key: string } | undefined;
   /** The calls of the last reply, for the record's `calls` once their results come back. */
   private pendingCalls: Array<{ id: string; name: string; arguments: string; turn: number; repliedAt: number }> = [];
 
@@ -145,8 +145,8 @@ export class GatewaySession {
   }
 
   private toolsKeyOf(tools: readonly ToolSchema[]): string {
-    const json = JSON.stringify(tools);
-    if (json !== this.lastTools.json) this.lastTools = { json, key: toolsKey(tools) };
+    // Compared in place, key order included (as their JSON text would be), without serialising them per request.
+    if (!this.lastTools || !sameJson(tools, this.lastTools.tools)) this.lastTools = { tools, key: toolsKey(tools) };
     return this.lastTools.key;
   }
 
@@ -212,4 +212,15 @@ export class GatewaySession {
     }
     return this.run.conversation.lastMessage.tool_calls ?? [];
   }
+}
+
+/** Two parsed JSON values are the same text: the same keys in the same order, the same values. */
+function sameJson(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null || Array.isArray(a) !== Array.isArray(b)) return false;
+  if (Array.isArray(a)) return a.length === (b as unknown[]).length && a.every((value, i) => sameJson(value, (b as unknown[])[i]));
+  const keys = Object.keys(a);
+  const otherKeys = Object.keys(b);
+  if (keys.length !== otherKeys.length) return false;
+  return keys.every((key, i) => key === otherKeys[i] && sameJson((a as Record<string, unknown>)[key], (b as Record<string, unknown>)[key]));
 }
