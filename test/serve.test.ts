@@ -41,6 +41,13 @@ describe("launch command lines", () => {
     expect(redactArgs(["--api-key=abc"])).toEqual(["--api-key=<redacted>"]);
   });
 
+  it("LoRA (a run without lora.merge): --enable-lora, the rank and the target modules, for sglang and the embedded engine", () => {
+    const lora = { maxRank: 32, targetModules: ["q_proj", "v_proj"] };
+    expect(sglangLaunchCommand({ ...base, lora }).args.slice(8)).toEqual(["--enable-lora", "--max-lora-rank", "32", "--lora-target-modules", "q_proj", "v_proj"]);
+    const embedded = embeddedLaunchCommand({ ...base, engine: "embedded", lora: { maxRank: 8, targetModules: "all-linear" } }, "/w");
+    expect(embedded.args.slice(-5)).toEqual(["--enable-lora", "--max-lora-rank", "8", "--lora-target-modules", "all-linear"]);
+  });
+
   it("sglang: refuses a tool-call parser, clashing flags and impossible GPU splits", () => {
     expect(() => sglangLaunchCommand({ ...base, extraArgs: ["--tool-call-parser", "qwen25"] })).toThrow(/not allowed/);
     expect(() => sglangLaunchCommand({ ...base, extraArgs: ["--port=1"] })).toThrow(UsageError);

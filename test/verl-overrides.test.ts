@@ -148,8 +148,8 @@ const TRIAL: Record<string, { noted: string[]; refused: string[] }> = {
   },
   "run_qwen2-7b": { noted: GRPO_NOTED, refused: ["actor_rollout_ref.rollout.name"] },
   "run_qwen2_5-3b_gsm8k_grpo_lora": {
-    noted: [...GRPO_NOTED, "actor_rollout_ref.model.lora_alpha", "actor_rollout_ref.rollout.load_format", "actor_rollout_ref.rollout.layered_summon"],
-    refused: ["actor_rollout_ref.model.lora_rank", "actor_rollout_ref.rollout.name"],
+    noted: [...GRPO_NOTED, "actor_rollout_ref.rollout.load_format", "actor_rollout_ref.rollout.layered_summon"],
+    refused: ["actor_rollout_ref.rollout.name"],
   },
   // sglang, async mode and dynamic batch size: micro-batch counts are not set, so fewer notes.
   "run_qwen2-7b_seq_balance": {
@@ -293,8 +293,7 @@ describe("values decide the class", () => {
   it("the same key is honoured, noted or refused by its value", () => {
     expect(train("actor_rollout_ref.actor.use_dynamic_bsz=true").verl.notes).toEqual([]);
     expect(train("actor_rollout_ref.actor.use_dynamic_bsz=false").verl.notes).toHaveLength(1);
-    expect(train("actor_rollout_ref.model.lora_rank=0").verl.notes).toEqual([]);
-    expect(trainRefusal("actor_rollout_ref.model.lora_rank=8")[0]).toMatch(/^actor_rollout_ref\.model\.lora_rank=8: agentrl trains every weight/);
+    expect(train("actor_rollout_ref.model.lora_rank=64").verl.notes).toEqual([]); // LoRA is agentrl's own key now
     expect(trainRefusal("data.truncation=left")[0]).toMatch(/^data\.truncation=left: agentrl never cuts a prompt/);
     expect(trainRefusal("trainer.critic_warmup=5")[0]).toMatch(/^trainer\.critic_warmup=5: agentrl has no critic/);
     expect(trainRefusal("actor_rollout_ref.rollout.mode=sync")[0]).toMatch(/^actor_rollout_ref\.rollout\.mode=sync: agentrl's rollouts are always asynchronous/);

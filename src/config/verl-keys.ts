@@ -85,7 +85,7 @@ const SFT_MICRO_BATCH_BY_TOKENS = "a memory setting: agentrl sft packs micro-bat
 const LOGITS_IN_CHUNKS =
   "agentrl's worker always runs the lm_head, log-softmax and entropy in chunks of actor_rollout_ref.actor.logprob_chunk_tokens tokens, " +
   "each recomputed in the backward pass; same values, less memory";
-const NO_LORA = "agentrl trains every weight (no LoRA adapters)";
+const LORA_GATHER = "the worker gathers the adapter (or the merged weights) whole for each sync; there is no layer-by-layer summon";
 const NO_CRITIC = "agentrl has no critic (grpo and rloo need none)";
 const KL_ONLY_IN_LOSS =
   "only used with algorithm.use_kl_in_reward, and agentrl never puts KL in the reward; the KL loss's estimator is actor_rollout_ref.actor.kl_loss_type";
@@ -117,15 +117,6 @@ function advEstimator(value: unknown): VerlVerdict {
   return honoured();
 }
 
-function lora(key: string, commands: readonly VerlCommand[]): VerlKey {
-  return {
-    key,
-    commands,
-    verdict: (value) => (value === 0 ? honoured() : refused(`${NO_LORA}; leave lora_rank at 0`)),
-    summary: `0: honoured (full fine-tuning is what agentrl does); other values refused: ${NO_LORA}`,
-  };
-}
-
 export const VERL_KEYS: readonly VerlKey[] = [
   // data
   fixed("data.return_raw_chat", ROLLOUT_AND_TRAIN, true, "agentrl always renders prompts from the chat messages", {
@@ -136,8 +127,7 @@ export const VERL_KEYS: readonly VerlKey[] = [
   }, ["error", "left", "right", "middle"]),
 
   // actor_rollout_ref.model
-  lora("actor_rollout_ref.model.lora_rank", TRAIN),
-  ignored("actor_rollout_ref.model.lora_alpha", TRAIN, `LoRA scaling; ${NO_LORA}`),
+  ignored("actor_rollout_ref.model.use_shm", TRAIN, "the worker and the engine read the model folder from disk", { values: BOOLEANS }),
   fixed("actor_rollout_ref.hybrid_engine", TRAIN, true, "the actor and the rollout share one model, synced every step", {
     refuse: "agentrl always syncs the trained weights into the engine every step",
   }, BOOLEANS),
@@ -187,7 +177,7 @@ export const VERL_KEYS: readonly VerlKey[] = [
     "the engine loads actor_rollout_ref.model.path itself and gets the trained weights every step"),
   ignored("actor_rollout_ref.rollout.agent.num_workers", ROLLOUT_AND_TRAIN,
     "no agent-loop worker processes: every trajectory runs in agentrl's own event loop, actor_rollout_ref.rollout.max_concurrency at once"),
-  ignored("actor_rollout_ref.rollout.layered_summon", TRAIN, `gathers LoRA weights for the rollout; ${NO_LORA}`, { values: BOOLEANS }),
+  ignored("actor_rollout_ref.rollout.layered_summon", TRAIN, LORA_GATHER, { values: BOOLEANS }),
 
   // algorithm
   {
@@ -247,8 +237,6 @@ export const VERL_KEYS: readonly VerlKey[] = [
     summary: "refused: agentrl sft reads conversations, not single-turn prompt/response columns",
   })),
   renamed("optim.lr_warmup_steps_ratio", SFT, "optim.warmup_steps_ratio"),
-  lora("model.lora_rank", SFT),
-  ignored("model.lora_alpha", SFT, `LoRA scaling; ${NO_LORA}`),
   fixed("ulysses_sequence_parallel_size", SFT, 1, "each sequence on one GPU", {
     note: "sequence parallelism is not built in: agentrl's worker shards the model with FSDP and keeps each sequence on one GPU",
   }),

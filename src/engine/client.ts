@@ -38,6 +38,7 @@ import {
   toModelInfo,
   toUpdateWeightsResult,
   updateWeightsSchema,
+  loraAdapterSchema,
 } from "./wire.js";
 
 export interface SglangClientOptions {
@@ -167,6 +168,11 @@ export class SglangClient {
   private readonly busy: BusyTime;
   /** Pauses opened plus pauses closed (pauseGeneration, continueGeneration): odd while generation is paused. */
   private pauseEdges = 0;
+  /**
+   * The LoRA adapter every /generate names in `lora_path` (null: the base model). The weight sync sets it to the
+   * adapter it loaded, so a request sent after a sync, a partial rollout's continuation too, runs the new adapter.
+   */
+  loraAdapter: string | null = null;
   private readonly counters = {
     requests: 0,
     retries: 0,
@@ -259,7 +265,7 @@ export class SglangClient {
           url: `${server}/generate`,
           method: "POST",
           headers: this.headers(true),
-          body: generateBody(req.inputIds, req.samplingParams, rid, req.priority),
+          body: generateBody(req.inputIds, req.samplingParams, rid, req.priority, this.loraAdapter),
           timeoutMs: this.options.requestTimeoutMs,
           ...(req.signal ? { signal: req.signal } : {}),
         });
@@ -608,6 +614,33 @@ export class SglangClient {
   private async weightCall(server: string, path: string, body: unknown): Promise<UpdateWeightsResult> {
     const accept = (status: number) => status === 200 || status === 400;
     return toUpdateWeightsResult(await callJson(this.callContext, server, "POST", path, body, updateWeightsSchema, this.options.adminTimeoutMs, accept));
+  }
+
+  /**
+   * POST /load_lora_adapter `{lora_name, lora_path}` on every worker (SGLang started with --enable-lora). A 400 is a
+   * result with success false and the server's error_message.
+   */
+  loadLoraAdapter(name: string, adapterPath: string): Promise<AdminResult<UpdateWeightsResult>[]> {
+    return this.fanOut((server) => this.loraCall(server, "/load_lora_adapter", { lora_name: name, lora_path: adapterPath }));
+  }
+
+  /**
+   * POST /update_weight_version `{new_version, abort_all_requests: false}` on every worker: the version every answer
+   * reports from now on (after an adapter load, which carries no version of its own).
+   */
+  updateWeightVersion(version: string): Promise<AdminResult<UpdateWeightsResult>[]> {
+    return this.fanOut((server) => this.weightCall(server, "/update_weight_version", { new_version: version, abort_all_requests: false }));
+  }
+
+  /** POST /unload_lora_adapter `{lora_name}` on every worker. */
+  unloadLoraAdapter(name: string): Promise<AdminResult<UpdateWeightsResult>[]> {
+    return this.fanOut((server) => this.loraCall(server, "/unload_lora_adapter", { lora_name: name }));
+  }
+
+  private async loraCall(server: string, path: string, body: unknown): Promise<UpdateWeightsResult> {
+    const accept = (status: number) => status === 200 || status === 400;
+    const answer = await callJson(this.callContext, server, "POST", path, body, loraAdapterSchema, this.options.adminTimeoutMs, accept);
+    return { success: answer.success, message: answer.error_message ?? "", numPausedRequests: 0 };
   }
 
   /** POST /abort_request on every worker. Abort batch items by their exact `{rid}_{i}` ids, or use abortAll. */

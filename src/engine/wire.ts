@@ -174,15 +174,23 @@ export function toWireSamplingParams(params: SamplingParams): Record<string, unk
   return wire;
 }
 
-export function generateBody(inputIds: number[], params: SamplingParams, rid: string, priority?: number): string {
+export function generateBody(inputIds: number[], params: SamplingParams, rid: string, priority?: number, loraPath?: string | null): string {
   return JSON.stringify({
     input_ids: inputIds,
     sampling_params: toWireSamplingParams(params),
     rid,
     return_logprob: true,
     ...(priority === undefined ? {} : { priority }),
+    ...(loraPath ? { lora_path: loraPath } : {}),
   });
 }
+
+/** SGLang's /load_lora_adapter and /unload_lora_adapter answer (LoadLoRAAdapterReqOutput). */
+export const loraAdapterSchema = z.looseObject({
+  success: z.boolean(),
+  error_message: z.string().nullable().optional(),
+  loaded_adapters: z.record(z.string(), z.unknown()).nullable().optional(),
+});
 
 function toFinishReason(wire: GenerateResponse["meta_info"]["finish_reason"]): FinishReason {
   switch (wire.type) {

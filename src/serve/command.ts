@@ -13,6 +13,7 @@ import { describeExit, type ProcessExit } from "../process/index.js";
 import { ServerStartError } from "./errors.js";
 import { startFleet } from "./fleet.js";
 import { startInferenceServer } from "./inference-server.js";
+import type { LoraServing } from "./launch-args.js";
 
 /** The flags of `agentrl serve` as commander parses them; src/cli/commands/serve.ts declares them. */
 export interface ServeFlags {
@@ -30,6 +31,13 @@ export interface ServeFlags {
   startupTimeout: number;
   quiet?: boolean;
   replicas?: number;
+  loraRank?: number;
+  loraTargetModules?: string;
+}
+
+function loraServing(maxRank: number, modules: string | undefined): LoraServing {
+  const names = (modules ?? "all-linear").split(",").map((m) => m.trim()).filter(Boolean);
+  return { maxRank, targetModules: names.length === 1 && names[0] === "all-linear" ? "all-linear" : names };
 }
 
 /** One inference server, or several SGLang servers behind the router: what serve waits on and stops. */
@@ -74,6 +82,7 @@ export async function runServeCommand(flags: ServeFlags, serverArgs: readonly st
       ...(flags.tp !== undefined ? { tpSize: flags.tp } : {}),
       ...(flags.dp !== undefined ? { dpSize: flags.dp } : {}),
       ...(flags.colocated ? { colocated: true } : {}),
+      ...(flags.loraRank !== undefined ? { lora: loraServing(flags.loraRank, flags.loraTargetModules) } : {}),
       ...(apiKey ? { apiKey } : {}),
       ...(flags.python ? { python: flags.python } : {}),
       ...(flags.logFile ? { logFile: flags.logFile } : {}),

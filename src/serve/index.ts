@@ -16,10 +16,12 @@ export { startServerProcess, type ServerProcess, type ServerProcessOptions } fro
 export {
   sglangLaunchCommand,
   embeddedLaunchCommand,
+  loraServerFlags,
   routerLaunchCommand,
   redactArgs,
   type InferenceServerKind,
   type ServerLaunchOptions,
+  type LoraServing,
   type LaunchCommand,
 } from "./launch-args.js";
 export { ServerStartError } from "./errors.js";

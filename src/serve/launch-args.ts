@@ -25,6 +25,22 @@ export interface ServerLaunchOptions {
   apiKey?: string;
   /** Flags appended verbatim after agentrl's own (what the user wrote after `--`). */
   extraArgs?: readonly string[];
+  /** LoRA adapters per request (a LoRA run without lora.merge): --enable-lora with these limits. */
+  lora?: LoraServing;
+}
+
+export interface LoraServing {
+  /** --max-lora-rank: the adapter's rank (actor_rollout_ref.model.lora_rank). */
+  maxRank: number;
+  /** --lora-target-modules: all-linear, or the module names (actor_rollout_ref.model.target_modules). */
+  targetModules: "all-linear" | readonly string[];
+}
+
+/** SGLang's LoRA flags, which the embedded engine takes too. */
+export function loraServerFlags(lora: LoraServing | undefined): string[] {
+  if (!lora) return [];
+  const modules = lora.targetModules === "all-linear" ? ["all-linear"] : [...lora.targetModules];
+  return ["--enable-lora", "--max-lora-rank", String(lora.maxRank), "--lora-target-modules", ...modules];
 }
 
 export interface LaunchCommand {
@@ -88,7 +104,7 @@ export function sglangLaunchCommand(options: ServerLaunchOptions): LaunchCommand
   // /release_memory_occupation and /resume_memory_occupation, which hand the GPU to the trainer, need it.
   if (options.colocated) args.push("--enable-memory-saver");
   if (options.apiKey) args.push("--api-key", options.apiKey);
-  args.push(...extra);
+  args.push(...loraServerFlags(options.lora), ...extra);
   return { args, env: gpuEnv(options.gpus) };
 }
 
@@ -107,7 +123,7 @@ export function embeddedLaunchCommand(options: ServerLaunchOptions, workerDir: s
   const args = ["-m", "agentrl_worker.embedded_server", "--model", options.model, "--host", options.host, "--port", String(options.port)];
   if (gpus.length === 1) args.push("--device", "cuda");
   if (options.apiKey) args.push("--api-key", options.apiKey);
-  args.push(...extra);
+  args.push(...loraServerFlags(options.lora), ...extra);
   return { args, env: { ...gpuEnv(gpus), PYTHONPATH: prependPath(workerDir, process.env.PYTHONPATH) } };
 }
 

@@ -6,6 +6,7 @@
 import { z } from "zod";
 import type { WorkerInitConfig } from "../train/worker/index.js";
 import { LR_SCHEDULER_TYPES } from "../train/worker/protocol.js";
+import { loraKeys, loraWorkerConfig } from "../train/lora-config.js";
 
 const files = z.union([z.string(), z.array(z.string()).min(1)]);
 
@@ -46,6 +47,7 @@ export const sftConfigSchema = z.strictObject({
   model: z.strictObject({
     partial_pretrain: z.string().describe("Hugging Face model folder to start from, or a Hub id org/name[@revision] resolved through huggingface_hub's cache: weights, tokenizer and chat template"),
     enable_gradient_checkpointing: z.boolean().default(false).describe("activation checkpointing: less memory, more compute"),
+    ...loraKeys,
   }),
   use_remove_padding: z
     .boolean().default(true)
@@ -105,5 +107,6 @@ export function sftWorkerConfig(config: SftConfig, total: number): WorkerInitCon
     gradient_checkpointing: config.model.enable_gradient_checkpointing,
     micro_batch_token_budget: config.data.max_token_len_per_gpu,
     use_remove_padding: config.use_remove_padding,
+    ...loraWorkerConfig(config.model),
   };
 }

@@ -15,6 +15,7 @@ import { loadTrainInputs, type TrainInputs } from "./inputs.js";
 import { trainLoop } from "./loop.js";
 import { TrainingProcesses, type EngineSpec } from "./processes.js";
 import { trainReporter } from "./reporter.js";
+import { loraServerFlags } from "../serve/index.js";
 import { repeatCommand, resumeCommand } from "./resume-hint.js";
 import { runDirOf, type RunDir } from "./run-dir.js";
 import { prepareRunFolder, resolveRunConfig, superviseRun, type PreparedRun, type RunFlags } from "./session.js";
@@ -159,6 +160,11 @@ async function startProcesses(
 /** The embedded engine agentrl train starts: it orders its queue by priority when the requests carry one. */
 function embeddedEngineSpec(config: TrainConfig, runDir: RunDir): EngineSpec {
   const extraArgs = config.async_training.engine_priority ? ["--enable-priority-scheduling"] : [];
+  const model = config.actor_rollout_ref.model;
+  // LoRA without lora.merge: each sync loads the adapter (/load_lora_adapter), which needs --enable-lora.
+  if (model.lora_rank > 0 && !model.lora.merge) {
+    extraArgs.push(...loraServerFlags({ maxRank: model.lora_rank, targetModules: model.target_modules }));
+  }
   return { model: config.actor_rollout_ref.model.path, logFile: runDir.logFile("engine"), extraArgs };
 }
 

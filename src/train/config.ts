@@ -7,6 +7,7 @@ import { z } from "zod";
 import { customRewardFunctionSchema, rolloutSchema } from "../rollout/config.js";
 import { ADV_ESTIMATORS, KL_LOSS_TYPES, LOSS_AGG_MODES, MASTER_DTYPES, ROLLOUT_IS_MODES } from "./worker/protocol.js";
 import { TRAINING_MODES } from "./schedule/modes.js";
+import { loraKeys } from "./lora-config.js";
 
 export const WEIGHT_SYNC_METHODS = ["disk", "distributed", "tensor", "auto"] as const;
 
@@ -49,6 +50,14 @@ export const trainConfigSchema = z.strictObject({
       use_remove_padding: z
         .boolean().default(true)
         .describe("pack each micro-batch's sequences into one without padding where flash-attn's varlen kernel runs it (a GPU with flash_attn); elsewhere, and with false, pad to the longest"),
+      ...loraKeys,
+      lora: z
+        .strictObject({
+          merge: z
+            .boolean().default(false)
+            .describe("LoRA: false = each sync sends the adapter alone (/load_lora_adapter under the step's version, requests name it in lora_path); true = the merged weights W + B·A·alpha/r through update_weights.method (disk or distributed), the servers need no LoRA support"),
+        })
+        .prefault({}),
     }),
     actor: z
       .strictObject({

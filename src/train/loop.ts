@@ -129,7 +129,10 @@ function trainStages(options: TrainLoopOptions, progress: RunProgress): TrainSta
   let weightSync: WeightSync | undefined;
   const sync = (): WeightSync =>
     (weightSync ??= new WeightSync(
-      { ...update_weights, bucketMegabytes: update_weights_bucket_megabytes },
+      {
+        ...update_weights, bucketMegabytes: update_weights_bucket_megabytes,
+        loraAdapter: config.actor_rollout_ref.model.lora_rank > 0 && !config.actor_rollout_ref.model.lora.merge,
+      },
       {
         worker: worker(), client, runDir, colocate, reporter,
         // Only an async mode generates while the trainer syncs; sync mode has nothing in flight to pause.

@@ -19,6 +19,7 @@
  * old and new buckets either. Generation is continued whatever the load's outcome, so a sync never leaves the engine
  * paused. A load the servers refuse is a WeightSyncError, which StepSync turns into a reported, survivable step.
  */
+import { rmSync } from "node:fs";
 import path from "node:path";
 import { AgentrlError } from "../errors.js";
 import type { SglangClient } from "../engine/index.js";
@@ -49,11 +50,14 @@ export const MAX_CONSECUTIVE_SYNC_FAILURES = 3;
 export interface WeightSyncSettings extends UpdateWeightsConfig {
   /** actor_rollout_ref.rollout.update_weights_bucket_megabytes */
   bucketMegabytes: number;
+  /** LoRA without lora.merge: each sync sends the adapter alone (/load_lora_adapter), whatever `method` says. */
+  loraAdapter?: boolean;
 }
 
 /** How every sync of the run sends the weights, decided at the first. */
 type Route =
   | { kind: "disk" }
+  | { kind: "adapter" }
   | { kind: "distributed"; plan: WeightBucketPlan; group: string }
   | { kind: "tensor"; plan: WeightBucketPlan; ranks: ServerRanks[] };
 
@@ -81,6 +85,7 @@ export class WeightSync {
     try {
       if (route.kind === "distributed") await this.paused(() => broadcastBuckets(route.plan, route.group, version, transfer));
       else if (route.kind === "tensor") await this.paused(() => sendTensorBuckets(route.plan, version, route.ranks, transfer));
+      else if (route.kind === "adapter") await this.syncAdapter(version, transfer.hint);
       else await this.syncFromDisk(version, transfer.hint);
     } finally {
       // Also after a refused load, which the run survives (StepSync): the engine generates next, on its old weights.
@@ -95,6 +100,30 @@ export class WeightSync {
     const loaded = await this.paused(() => client.updateWeightsFromDisk({ modelPath: path.resolve(runDir.weightsDir), weightVersion: version }));
     const failed = failedServers(loaded);
     if (failed.length) throw new WeightSyncError(`weight update failed on ${failed.length} server(s): ${failed.join("; ")}`, { hint });
+  }
+
+  /**
+   * LoRA: the worker writes the adapter (a few MB, not the model) to lora/<version>; every server unloads the one it
+   * served and loads this one under the version as its name, then reports that version; from then on every /generate
+   * names it in lora_path. A server that refuses keeps the old adapter, and the requests keep naming it.
+   */
+  private async syncAdapter(version: string, hint: string): Promise<void> {
+    const { worker, client, runDir } = this.deps;
+    const dir = path.resolve(path.dirname(runDir.weightsDir), "lora", version);
+    await worker.saveAdapter(dir);
+    const previous = client.loraAdapter;
+    await this.paused(async () => {
+      const failed = failedServers(await client.loadLoraAdapter(version, dir));
+      if (failed.length) {
+        // Where some loaded, unload it again: every server keeps serving the previous adapter, as before the sync.
+        await client.unloadLoraAdapter(version);
+        throw new WeightSyncError(`LoRA adapter load failed on ${failed.length} server(s): ${failed.join("; ")}`, { hint });
+      }
+      client.loraAdapter = version;
+      await client.updateWeightVersion(version);
+      if (previous !== null && previous !== version) await client.unloadLoraAdapter(previous);
+    });
+    if (previous !== null && previous !== version) rmSync(path.resolve(path.dirname(runDir.weightsDir), "lora", previous), { recursive: true, force: true });
   }
 
   /** Runs the load with generation paused, when partial rollouts are on; generation always continues afterwards. */
@@ -112,6 +141,7 @@ export class WeightSync {
 
   private async chooseRoute(): Promise<Route> {
     const { method } = this.settings;
+    if (this.settings.loraAdapter) return { kind: "adapter" };
     const wanted = method === "auto" ? (this.deps.colocate ? "disk" : "distributed") : method;
     if (wanted === "disk") return { kind: "disk" };
     const formed = wanted === "distributed" ? await this.distributed() : await this.tensor();

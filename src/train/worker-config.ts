@@ -1,6 +1,7 @@
 /** The training worker's init config for GRPO, from verl's keys (docs/worker-protocol.md lists each field). */
 import type { WorkerInitConfig } from "./worker/index.js";
 import { totalOptimizerSteps, type TrainConfig } from "./config.js";
+import { loraWorkerConfig } from "./lora-config.js";
 
 export function grpoWorkerConfig(config: TrainConfig, trainSize: number): WorkerInitConfig {
   const actor = config.actor_rollout_ref.actor;
@@ -44,5 +45,6 @@ export function grpoWorkerConfig(config: TrainConfig, trainSize: number): Worker
     norm_adv_by_std_in_grpo: config.algorithm.norm_adv_by_std_in_grpo,
     rollout_is_threshold: config.algorithm.rollout_is_threshold,
     rollout_is_mode: config.algorithm.rollout_is_mode,
+    ...loraWorkerConfig(config.actor_rollout_ref.model),
   };
 }

@@ -23,6 +23,8 @@ export function registerServe(program: Command): void {
     .option("--dp <n>", "sglang data-parallel replicas behind one port (--dp-size)", integerAtLeast("--dp", 1))
     .option("--replicas <n>", "sglang: N separate servers on ports port+1..port+N, each on 1/N of --gpus, behind the sglang router on --port", integerAtLeast("--replicas", 1))
     .option("--colocated", "training shares these GPUs: start sglang with --enable-memory-saver")
+    .option("--lora-rank <r>", "serve LoRA adapters up to this rank, as a LoRA run without lora.merge syncs them (the config's actor_rollout_ref.model.lora_rank): --enable-lora --max-lora-rank R --lora-target-modules ...", integerAtLeast("--lora-rank", 1))
+    .option("--lora-target-modules <modules>", "with --lora-rank: all-linear (default) or comma-separated module names (the config's target_modules)")
     .option("--api-key <key>", "require this API key (prefer the SGLANG_API_KEY environment variable: flags show in ps)")
     .option("--python <path>", "Python interpreter with the engine installed (default: .venv/bin/python, else python3)")
     .option("--log-file <file>", "append the engine's output here instead of printing it")

@@ -35,6 +35,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--prefix-cache-mb", type=int, default=512,
                         help="memory for the key/values of sequences already run, reused by prompts that start with "
                              "them (default 512)")
+    parser.add_argument("--enable-lora", action="store_true",
+                        help="serve LoRA adapters: /load_lora_adapter, /unload_lora_adapter, lora_path per request (SGLang's flag)")
+    parser.add_argument("--max-lora-rank", type=int, default=None, help="refuse adapters of a higher rank")
+    parser.add_argument("--lora-target-modules", nargs="+", default=None,
+                        help="refuse adapters on other modules (q_proj v_proj ...; all-linear: any linear layer)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return parser.parse_args(argv)
 
@@ -55,7 +60,10 @@ def main(argv: list[str] | None = None) -> int:
                                                  enable_priority_scheduling=args.enable_priority_scheduling,
                                                  prefix_cache_bytes=0 if args.disable_radix_cache else args.prefix_cache_mb << 20,
                                                  # Set by agentrl serve, not by users: see ServerConfig.launch_id.
-                                                 launch_id=os.environ.get("AGENTRL_LAUNCH_ID") or None))
+                                                 launch_id=os.environ.get("AGENTRL_LAUNCH_ID") or None,
+                                                 enable_lora=args.enable_lora or bool(args.max_lora_rank or args.lora_target_modules),
+                                                 max_lora_rank=args.max_lora_rank,
+                                                 lora_target_modules=None if args.lora_target_modules in (None, ["all-linear"]) else args.lora_target_modules))
     # SIGTERM from a managing parent (agentrl serve) shuts down like Ctrl-C; shutdown() must run off the serve thread.
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.httpd.shutdown, daemon=True).start())
     # The managing parent reads this line (and polls /health) to learn the URL when --port 0 was given.

@@ -49,13 +49,24 @@ def parse_generate(body: object, context_length: int, vocab_size: int) -> Genera
     rids = _rids(body.get("rid"), len(prompts), batched, n)
     return_logprob = _per_prompt_flags(body.get("return_logprob"), len(prompts))
     priority = _priority(body.get("priority"))
+    loras = _lora_paths(body.get("lora_path"), len(prompts))
     generations = []
     for i, (prompt, p) in enumerate(zip(prompts, params)):
         for j in range(n):
             seed = None if p.seed is None else p.seed + j  # the n samples of one seeded prompt must differ
             generations.append(Generation(rid=rids[i * n + j], input_ids=prompt, params=p,
-                                          return_logprob=return_logprob[i], seed=seed, priority=priority))
+                                          return_logprob=return_logprob[i], seed=seed, priority=priority,
+                                          lora=loras[i]))
     return GenerateRequest(generations=generations, batched=batched or n > 1)
+
+
+def _lora_paths(raw: object, count: int) -> list[str | None]:
+    """SGLang's lora_path: one adapter name for every prompt, or one (or null) per prompt."""
+    if raw is None or isinstance(raw, str):
+        return [raw] * count
+    if isinstance(raw, list) and len(raw) == count and all(r is None or isinstance(r, str) for r in raw):
+        return list(raw)
+    raise RequestError(f"lora_path must be an adapter name or a list of {count} names (or nulls).")
 
 
 def _priority(raw: object) -> int:

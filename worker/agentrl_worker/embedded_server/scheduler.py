@@ -14,12 +14,14 @@ import threading
 import time
 import traceback
 from collections import deque
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
 
 from .kv_batch import DecodeBatch, Prefilled
+from .lora import LoraAdapters
 from .prefix_cache import PrefixCache
 from .model import LoadedModel
 from .sampling import SamplingParams, choose_tokens
@@ -49,6 +51,8 @@ class Generation:
     abort_message: str | None = None
     done: threading.Event = field(default_factory=threading.Event)
     generator: torch.Generator | None = None
+    # The LoRA adapter the request named in lora_path (None: the base model); its name is the weight version.
+    lora: str | None = None
 
 
 @dataclass(eq=False)
@@ -58,6 +62,8 @@ class WeightUpdate:
     weight_version: str | None
     # A disk update names the folder, which becomes the served model name (as in SGLang); other updates keep the name.
     model_path: str | None = None
+    # A new base model invalidates the prefix cache; an adapter load does not (adapter rows never use the cache).
+    clears_cache: bool = True
     done: threading.Event = field(default_factory=threading.Event)
     success: bool = False
     message: str = ""
@@ -66,8 +72,11 @@ class WeightUpdate:
 
 class Scheduler:
     def __init__(self, loaded: LoadedModel, max_batch: int = 64, random_seed: int | None = None,
-                 priority_scheduling: bool = False, prefix_cache_bytes: int = 0):
+                 priority_scheduling: bool = False, prefix_cache_bytes: int = 0,
+                 adapters: LoraAdapters | None = None):
         self.loaded = loaded
+        # --enable-lora: the adapters requests may name (lora.py); None refuses every lora_path.
+        self.adapters = adapters
         self.max_batch = max_batch
         # SGLang's --enable-priority-scheduling: the waiting queue is ordered by priority (higher first), arrival order
         # within one; running generations are never preempted. Off: first come, first served, priority ignored.
@@ -208,18 +217,26 @@ class Scheduler:
             if gen.abort_message is not None:
                 self._finish(gen, _abort(gen.abort_message))
                 continue
-            gen.weight_version = self.weight_version
+            if gen.lora is not None and (self.adapters is None or gen.lora not in self.adapters.adapters):
+                # unloaded while it waited: never the base model instead
+                self._finish(gen, _abort(f"LoRA adapter {gen.lora!r} is not loaded.", 400))
+                continue
+            gen.weight_version = gen.lora if gen.lora is not None else self.weight_version
             seed = gen.seed if gen.seed is not None else self._seed_source.getrandbits(63)
             gen.generator = _generator(seed, self.loaded.device)
             if gen.params.max_new_tokens == 0:
                 self._finish(gen, {"type": "length", "length": 0})
                 continue
-            key = tuple(gen.input_ids)
+            key = (gen.lora, tuple(gen.input_ids))
             if key in prefills:
                 gen.cached_tokens = len(gen.input_ids)
+            elif gen.lora is not None:  # the prefix cache holds the base model's key/values only
+                with self._rows([gen]):
+                    prefills[key] = self._batch.prefill(gen.input_ids)
             else:
                 gen.cached_tokens, cached = self.prefix_cache.lookup(gen.input_ids)
-                prefills[key] = self._batch.prefill(gen.input_ids, cached, gen.cached_tokens)
+                with self._rows([gen]):
+                    prefills[key] = self._batch.prefill(gen.input_ids, cached, gen.cached_tokens)
                 self.prefix_cache.insert(gen.input_ids, prefills[key].kv)
             started.append((gen, prefills[key]))
         if not started:
@@ -234,8 +251,13 @@ class Scheduler:
                 self._pending_tokens.append(token)
         self._batch.add(joining)
 
+    def _rows(self, gens: list[Generation]):
+        """The adapter of each row for the model calls inside (a no-op without --enable-lora)."""
+        return nullcontext() if self.adapters is None else self.adapters.active([g.lora for g in gens])
+
     def _decode_step(self) -> None:
-        logits = self._batch.step(self._pending_tokens)
+        with self._rows(self._running):
+            logits = self._batch.step(self._pending_tokens)
         self.peak_running = max(self.peak_running, len(self._running))
         self._pending_tokens = self._append_tokens(self._running, logits)
         with self._cond:
@@ -292,7 +314,7 @@ class Scheduler:
         if self.prefix_cache.max_bytes > 0:
             # The next turn of a conversation resends this sequence: keep what the row computed for it.
             for i, gen in enumerate(self._running):
-                if gen.finish_reason is not None:
+                if gen.finish_reason is not None and gen.lora is None:
                     self.prefix_cache.insert(gen.input_ids + gen.output_ids[:-1], self._batch.row_kv(i))
         self._batch.keep(keep)
         self._running = [self._running[i] for i in keep]
@@ -315,7 +337,8 @@ class Scheduler:
             update.done.set()
 
     def _apply_update(self, update: WeightUpdate) -> None:
-        self.prefix_cache.clear()  # computed by the old weights (and a failed update may have loaded some tensors)
+        if update.clears_cache:
+            self.prefix_cache.clear()  # computed by the old weights (and a failed update may have loaded some tensors)
         try:
             count = update.load()
         except Exception as error:  # noqa: BLE001 (any failure is the update's answer; the caller must not hang)

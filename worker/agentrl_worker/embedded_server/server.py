@@ -17,6 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 from urllib.parse import urlsplit
 
+from .lora import LoraAdapters
 from .model import LoadedModel
 from .protocol import generation_response, parse_generate
 from .sampling import RequestError, SamplingParams
@@ -51,6 +52,10 @@ class ServerConfig:
     # A token from the managing parent (agentrl serve), echoed in every response's X-Agentrl-Launch-Id header, so
     # the parent can tell this process's /health from another server's that already held the port.
     launch_id: str | None = None
+    # SGLang's --enable-lora, --max-lora-rank, --lora-target-modules: LoRA adapters served per request (lora.py).
+    enable_lora: bool = False
+    max_lora_rank: int | None = None
+    lora_target_modules: list[str] | None = None
 
 
 class EmbeddedServer:
@@ -59,9 +64,12 @@ class EmbeddedServer:
     def __init__(self, loaded: LoadedModel, config: ServerConfig):
         self.loaded = loaded
         self.config = config
+        adapters = (
+            LoraAdapters(loaded.model, config.max_lora_rank, config.lora_target_modules) if config.enable_lora else None
+        )
         self.scheduler = Scheduler(loaded, max_batch=config.max_batch, random_seed=config.random_seed,
                                    priority_scheduling=config.enable_priority_scheduling,
-                                   prefix_cache_bytes=config.prefix_cache_bytes)
+                                   prefix_cache_bytes=config.prefix_cache_bytes, adapters=adapters)
         self.weights = WeightEndpoints(loaded, self.scheduler)
         self.started_at = time.time()
         self.httpd = _Server((config.host, config.port), _handler_for(self))
@@ -94,6 +102,12 @@ class EmbeddedServer:
 
     def generate(self, body: object) -> tuple[int, object]:
         request = parse_generate(body, self.loaded.context_length, self.loaded.vocab_size)
+        adapters = self.scheduler.adapters
+        for gen in request.generations:
+            if gen.lora is not None and adapters is None:
+                raise RequestError("lora_path needs a server started with --enable-lora.")
+            if gen.lora is not None and gen.lora not in adapters.adapters:  # type: ignore[union-attr]
+                raise RequestError(f"LoRA adapter {gen.lora!r} is not loaded; load it with /load_lora_adapter first.")
         self.scheduler.submit(request.generations)
         for gen in request.generations:
             gen.done.wait()
@@ -136,6 +150,9 @@ class EmbeddedServer:
             "max_running_requests": self.config.max_batch,
             "random_seed": self.config.random_seed,
             "enable_priority_scheduling": self.config.enable_priority_scheduling,
+            "enable_lora": self.config.enable_lora,
+            "max_lora_rank": self.config.max_lora_rank,
+            "lora_target_modules": self.config.lora_target_modules,
             "skip_tokenizer_init": False,
             "tool_call_parser": None,
             "weight_version": self.scheduler.weight_version,
@@ -205,6 +222,8 @@ def _handler_for(server: EmbeddedServer) -> type[BaseHTTPRequestHandler]:
             ("POST", "/init_weights_update_group"): server.weights.init_weights_update_group,
             ("POST", "/update_weights_from_distributed"): server.weights.update_weights_from_distributed,
             ("POST", "/update_weight_version"): server.weights.update_weight_version,
+            ("POST", "/load_lora_adapter"): server.weights.load_lora_adapter,
+            ("POST", "/unload_lora_adapter"): server.weights.unload_lora_adapter,
             ("GET", "/get_weights_by_name"): server.weights.get_weights_by_name,
             ("POST", "/get_weights_by_name"): server.weights.get_weights_by_name,
             ("POST", "/pause_generation"): server.pause_generation,

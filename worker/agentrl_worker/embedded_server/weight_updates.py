@@ -14,6 +14,7 @@ import torch
 import torch.distributed as dist
 
 from ..weight_group import DTYPES, join_weight_group, receive_tensors
+from .lora import AdapterError
 from .model import LoadedModel, copy_weights, load_weights_from_disk
 from .sampling import RequestError
 from .scheduler import Scheduler, WeightUpdate
@@ -96,6 +97,44 @@ class WeightEndpoints:
             self.scheduler.abort("", abort_all=True)
         self.scheduler.weight_version = version
         return 200, {"success": True, "message": f"Weight version updated to {version}", "new_version": version}
+
+    def load_lora_adapter(self, body: object) -> tuple[int, dict]:
+        """SGLang's /load_lora_adapter {lora_name, lora_path}: the adapter is read and checked here, then served from
+        the scheduler thread between steps; a name already loaded is refused (unload it first)."""
+        fields = _object(body, "load_lora_adapter")
+        name, path = fields.get("lora_name"), fields.get("lora_path")
+        if not isinstance(name, str) or not name or not isinstance(path, str):
+            raise RequestError("load_lora_adapter needs {\"lora_name\": string, \"lora_path\": string}.")
+        adapters = self.scheduler.adapters
+        if adapters is None:
+            return 400, self._lora_answer(False, "LoRA is not enabled: start the server with --enable-lora")
+        if name in adapters.adapters:
+            return 400, self._lora_answer(False, f"LoRA adapter {name!r} is already loaded; unload it first")
+        try:
+            adapter = adapters.read(name, path)
+        except (AdapterError, OSError, KeyError, ValueError) as error:
+            return 400, self._lora_answer(False, f"Failed to load LoRA adapter {name!r}: {error}")
+        update = WeightUpdate(lambda: adapters.load(adapter), None, clears_cache=False)
+        self.scheduler.update_weights(update)
+        return (200 if update.success else 400), self._lora_answer(update.success, "" if update.success else update.message)
+
+    def unload_lora_adapter(self, body: object) -> tuple[int, dict]:
+        fields = _object(body, "unload_lora_adapter")
+        name = fields.get("lora_name")
+        if not isinstance(name, str):
+            raise RequestError("unload_lora_adapter needs {\"lora_name\": string}.")
+        adapters = self.scheduler.adapters
+        if adapters is None or name not in adapters.adapters:
+            return 400, self._lora_answer(False, f"LoRA adapter {name!r} is not loaded")
+        # Through the scheduler: it waits for the generations running (unless paused), so none loses its adapter.
+        update = WeightUpdate(lambda: adapters.unload(name), None, clears_cache=False)
+        self.scheduler.update_weights(update)
+        return (200 if update.success else 400), self._lora_answer(update.success, "" if update.success else update.message)
+
+    def _lora_answer(self, success: bool, message: str) -> dict:
+        """SGLang's LoadLoRAAdapterReqOutput: the outcome and every adapter now served, by name."""
+        adapters = self.scheduler.adapters
+        return {"success": success, "error_message": message, "loaded_adapters": {} if adapters is None else adapters.names()}
 
     def get_weights_by_name(self, body: object) -> tuple[int, object]:
         fields = _object(body, "get_weights_by_name")
