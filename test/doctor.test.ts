@@ -212,4 +212,19 @@ describe("doctor against the embedded engine", () => {
     expect(statuses(report)).toEqual({ server: "pass", tokenizer: "pass", generate: "warn", template: "warn", format: "pass", weights: "pass", context: "pass" });
     expect(detail(report, "generate")).toContain("a stop token is kept at the end of output_ids");
   }, 120_000);
+
+  it("--lora-rank: a server without --enable-lora fails the LoRA check; one with it passes up to its max rank", async () => {
+    const plain = await doctorJson(["--model", model, "--server", engine.url, "--lora-rank", "8"]);
+    expect(plain.code).toBe(1);
+    expect(statuses(plain.report).lora).toBe("fail");
+    const lora = await startInferenceServer({ engine: "embedded", model, port: 0, startupTimeoutMs: 120_000, lora: { maxRank: 16, targetModules: "all-linear" } });
+    try {
+      const ok = await doctorJson(["--model", model, "--server", lora.url, "--lora-rank", "8"]);
+      expect(statuses(ok.report).lora, detail(ok.report, "lora")).toBe("pass");
+      const tooBig = await doctorJson(["--model", model, "--server", lora.url, "--lora-rank", "32"]);
+      expect(detail(tooBig.report, "lora")).toContain("max_lora_rank 16 < lora_rank 32");
+    } finally {
+      await lora.stop();
+    }
+  }, 240_000);
 });

@@ -23,6 +23,7 @@ export interface DoctorFlags {
   kwargs?: string;
   timeout?: number;
   json?: boolean;
+  loraRank?: number;
 }
 
 /** src/rollout/config.ts's defaults for data.max_prompt_length and data.max_response_length. */
@@ -36,6 +37,8 @@ const KEYS = {
   apiKeyEnv: ["actor_rollout_ref.rollout.server.api_key_env", z.string()],
   maxPromptLength: ["data.max_prompt_length", z.number().int().positive()],
   maxResponseLength: ["data.max_response_length", z.number().int().positive()],
+  loraRank: ["actor_rollout_ref.model.lora_rank", z.number().int().nonnegative()],
+  loraMerge: ["actor_rollout_ref.model.lora.merge", z.boolean()],
 } as const;
 
 type ConfigValues = { [K in keyof typeof KEYS]?: z.infer<(typeof KEYS)[K][1]> };
@@ -51,6 +54,11 @@ async function readConfigValues(file: string): Promise<ConfigValues> {
     if (parsed.data !== null) values[name] = parsed.data;
   }
   return values as ConfigValues;
+}
+
+/** The rank the server must take adapters of: a LoRA run without lora.merge (--lora-rank, or the config's). */
+function loraCheck(rank: number | undefined): { loraRank?: number } {
+  return rank ? { loraRank: rank } : {};
 }
 
 export async function resolveDoctorOptions(flags: DoctorFlags, env: NodeJS.ProcessEnv = process.env): Promise<DoctorOptions> {
@@ -79,5 +87,6 @@ export async function resolveDoctorOptions(flags: DoctorFlags, env: NodeJS.Proce
     budgetSource: promptFromFlag ? "flags" : promptFromConfig ? `from ${flags.config}` : "defaults",
     ...(kwargs ? { templateKwargs: kwargs } : {}),
     ...(flags.timeout !== undefined ? { requestTimeoutMs: flags.timeout * 1000 } : {}),
+    ...loraCheck(flags.loraRank ?? (config.loraMerge ? 0 : config.loraRank)),
   };
 }

@@ -5,7 +5,7 @@
 import path from "node:path";
 import { loadChatModel, type ChatModel, type ToolSchema } from "../chat/index.js";
 import { loadToolRegistry } from "../tools/index.js";
-import { checkContext, checkGenerate, checkServer, checkTokenizer, checkWeightUpdate, skipped } from "./server-checks.js";
+import { checkContext, checkGenerate, checkLora, checkServer, checkTokenizer, checkWeightUpdate, skipped } from "./server-checks.js";
 import { checkTemplateAndFormat } from "./template-checks.js";
 import type { CheckResult, DoctorOptions, DoctorReport } from "./types.js";
 
@@ -38,6 +38,7 @@ export async function runDoctor(options: DoctorOptions, loaded: { model?: ChatMo
   if (server.facts) {
     checks.push(await checkWeightUpdate(options));
     checks.push(checkContext(options, server.facts));
+    if (options.loraRank) checks.push(await checkLora(options, server.facts));
   } else {
     checks.push(skipped("weights", "the server does not answer"), skipped("context", "the server does not answer"));
   }

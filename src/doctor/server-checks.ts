@@ -20,6 +20,8 @@ const serverInfoSchema = z.looseObject({
   context_length: z.number().int().positive().nullable().optional(),
   version: z.string().optional(),
   enable_memory_saver: z.boolean().optional(),
+  enable_lora: z.boolean().nullable().optional(),
+  max_lora_rank: z.number().int().nullable().optional(),
 });
 const modelsSchema = z.looseObject({ data: z.array(z.looseObject({ max_model_len: z.number().int().positive().nullable().optional() })) });
 const finishSchema = z.union([
@@ -48,6 +50,7 @@ const title = {
   generate: "/generate: output_ids keep the EOS, logprobs aligned",
   weights: "weight-update endpoint exists",
   context: "context length covers prompt + response budgets",
+  lora: "takes LoRA adapters (/load_lora_adapter, lora_path)",
 };
 
 function timeout(options: DoctorOptions): number {
@@ -322,6 +325,28 @@ export async function checkWeightUpdate(options: DoctorOptions): Promise<CheckRe
     return { ...base, status: "pass", detail: `a probe without model_path was refused with ${answer.status} (nothing reloaded): the endpoint exists` };
   }
   return { ...base, status: "warn", detail: `a probe without model_path answered ${answer.status}: ${serverMessage(answer)}` };
+}
+
+/**
+ * A LoRA run without lora.merge loads each step's adapter: the server must run with --enable-lora, allow the rank, and
+ * serve /load_lora_adapter (a GET answers 405 where the POST route exists, 404 where it does not).
+ */
+export async function checkLora(options: DoctorOptions, facts: ServerFacts): Promise<CheckResult> {
+  const base = { id: "lora", title: title.lora };
+  const rank = options.loraRank!;
+  const hint = `start the server with --enable-lora --max-lora-rank ${rank} (agentrl serve --lora-rank ${rank}), or set actor_rollout_ref.model.lora.merge=true`;
+  if (facts.serverInfo?.enable_lora !== true) {
+    return { ...base, status: "fail", detail: "the server does not report enable_lora in /server_info: it cannot load the adapter each step syncs", hint };
+  }
+  const maxRank = facts.serverInfo.max_lora_rank;
+  if (typeof maxRank === "number" && maxRank < rank) {
+    return { ...base, status: "fail", detail: `the server's max_lora_rank ${maxRank} < lora_rank ${rank}`, hint };
+  }
+  const answer = await request(options.server, "GET", "/load_lora_adapter", { apiKey: options.apiKey, timeoutMs: timeout(options) });
+  if (!answer.ok || answer.status === 404) {
+    return { ...base, status: "fail", detail: `/load_lora_adapter is not served (${answer.ok ? answer.status : answer.error})`, hint };
+  }
+  return { ...base, status: "pass", detail: `enable_lora, max_lora_rank ${maxRank ?? "unreported"} ≥ ${rank}, /load_lora_adapter served` };
 }
 
 export function checkContext(options: DoctorOptions, facts: ServerFacts): CheckResult {

@@ -31,6 +31,8 @@ export interface DoctorOptions {
   templateKwargs?: Record<string, unknown>;
   /** Per HTTP request. @default 60 000 */
   requestTimeoutMs?: number;
+  /** A LoRA run that syncs adapters (lora_rank > 0 without lora.merge): the rank the server must take. */
+  loraRank?: number;
   /** Tokens asked of /generate. @default 32 */
   probeTokens?: number;
 }

@@ -132,3 +132,19 @@ def test_the_merged_model_through_a_weight_group_is_the_trainers_bit_for_bit(tra
                 continue
             status, values = call(engine, "/get_weights_by_name", {"name": name, "truncate_size": 1 << 20})
             assert status == 200 and torch.equal(torch.tensor(values, dtype=torch.float32), value), name
+
+
+def test_export_lora_merges_the_adapter_folder_into_the_base_as_the_worker_does(trained):
+    """The documented export (python -m agentrl_worker.export_lora) of a run's adapter folder equals the worker's
+    merged save_weights bit for bit."""
+    from agentrl_worker.export_lora import main
+
+    root = trained["root"]
+    trained["trainer"].save_adapter(str(root / "adapter-export"))
+    trained["trainer"].save_weights(str(root / "merged-export"), "float32")
+    assert main(["--adapter", str(root / "adapter-export"), "--out", str(root / "exported")]) == 0
+    want, got = load_file(root / "merged-export" / "model.safetensors"), load_file(root / "exported" / "model.safetensors")
+    assert set(got) == set(want)
+    for name, value in want.items():
+        assert torch.equal(got[name], value), name
+    assert sorted(p.name for p in (root / "exported").iterdir()) == sorted(p.name for p in (root / "merged-export").iterdir())

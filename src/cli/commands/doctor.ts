@@ -16,6 +16,7 @@ export function registerDoctor(program: Command): void {
     .option("--kwargs <json>", "extra chat template variables, e.g. '{\"enable_thinking\": false}'")
     .option("--api-key <key>", "the server's API key (prefer the SGLANG_API_KEY environment variable: flags show in ps)")
     .option("--timeout <s>", "seconds per request", positiveInt("--timeout"))
+    .option("--lora-rank <r>", "check the server takes LoRA adapters of this rank (a LoRA run without lora.merge; --config reads actor_rollout_ref.model.lora_rank)", positiveInt("--lora-rank"))
     .option("--json", "print the report as JSON on stdout")
     .addHelpText(
       "after",
