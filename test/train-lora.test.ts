@@ -24,6 +24,14 @@ const LORA = { "actor_rollout_ref.model.lora_rank": 8, "actor_rollout_ref.model.
 const run = (dir: string, steps: number, extra: Record<string, string | number> = {}, flags: string[] = []) =>
   runCli([...demoTwoSteps(dir, ["--json", ...flags], { ...LORA, "trainer.total_training_steps": steps, ...extra })], { timeoutMs: RUN_TIMEOUT_MS });
 
+describe("examples/cpu-demo-lora.yaml", () => {
+  it("is a valid config whose dry run says what trains and what each sync sends", async () => {
+    const { code, stdout, stderr } = await runCli(["train", "--config", "examples/cpu-demo-lora.yaml", "--dry-run", "--json"]);
+    expect(code, stderr).toBe(0);
+    expect(JSON.parse(stdout).implied.lora).toMatch(/^rank 16, alpha 32 on every linear layer.*the adapter alone/);
+  });
+});
+
 describe("agentrl train with a LoRA adapter", () => {
   const straight = path.join(scratch, "straight");
   let code: number | null;

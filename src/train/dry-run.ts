@@ -24,6 +24,7 @@ export async function printTrainDryRun(config: TrainConfig, json: boolean): Prom
         ? `each step's rollout stops once ${overSampleTarget(perStep, rollout.over_sample_rate)} of ${perStep} have finished`
         : "off",
     generation: generationText(config),
+    lora: loraText(config),
     total_steps: trainRows === null ? null : totalSteps(config, trainRows),
     lr_schedule: lrScheduleText(config, trainRows === null ? null : totalOptimizerSteps(config, trainRows)),
     training_gpus: config.trainer.nnodes * config.trainer.n_gpus_per_node,
@@ -34,6 +35,17 @@ export async function printTrainDryRun(config: TrainConfig, json: boolean): Prom
     run_folder: runDirOf(config).root,
   };
   printDryRun(config, implied, json, "unknown (train_files not readable)");
+}
+
+/** LoRA in words: what trains, the reference, and what each sync sends. */
+function loraText(config: TrainConfig): string {
+  const model = config.actor_rollout_ref.model;
+  if (model.lora_rank === 0) return "off: every weight trains";
+  const modules = model.target_modules === "all-linear" ? "every linear layer but the lm_head" : model.target_modules.join(", ");
+  const sync = model.lora.merge
+    ? `the merged weights through update_weights.method ${config.actor_rollout_ref.rollout.update_weights.method}`
+    : "the adapter alone (/load_lora_adapter under the step, lora_path on every request; servers need --enable-lora)";
+  return `rank ${model.lora_rank}, alpha ${model.lora_alpha} on ${modules}; the base is frozen and is the KL reference; each sync sends ${sync}`;
 }
 
 /** Rows of the training files, or null when one cannot be read (a dry run reads no data). */
