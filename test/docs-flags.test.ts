@@ -28,7 +28,12 @@ const OTHER_PROGRAMS_FLAGS: Record<string, string[]> = {
     "--max-lora-rank",
     "--lora-target-modules",
   ],
-  "the embedded engine's own command line (python -m agentrl_worker.embedded_server)": ["--dtype", "--max-batch"],
+  "the embedded engine's own command line (python -m agentrl_worker.embedded_server)": [
+    "--dtype",
+    "--max-batch",
+    "--prefix-cache-mb",
+    "--disable-radix-cache",
+  ],
   "the Python tool host's command line (python -m agentrl_worker.tool_host, docs/tool-host-protocol.md)": ["--class", "--config", "--schema", "--path"],
   "Node, which bin/agentrl.js's launcher starts with a larger young generation (docs/benchmarks.md)": ["--max-semi-space-size"],
   "torchrun and the Python worker it starts": ["--nnodes", "--nproc_per_node", "--node_rank", "--parent-pid", "--idle-timeout-h"],

@@ -75,7 +75,7 @@ export async function resolveModel(spec: string, field: string, env: NodeJS.Proc
   if (offline(env)) {
     if (cached) return { dir: cached, hub: id };
     throw new InputError(`${field}: ${spec} is no folder, and as a Hub id it is not in the Hugging Face cache ${cacheDir} (HF_HUB_OFFLINE is set)`, {
-      hint: `download it first (huggingface-cli download ${id.repo}${id.revision === "main" ? "" : ` --revision ${id.revision}`}), unset HF_HUB_OFFLINE, or set HF_HUB_CACHE / HF_HOME to the cache that holds it`,
+      hint: `download ${id.repo} at ${id.revision} into that cache first (huggingface_hub's snapshot_download or its CLI), unset HF_HUB_OFFLINE, or set HF_HUB_CACHE / HF_HOME to the cache that holds it`,
     });
   }
   if (cached && COMMIT.test(id.revision)) return { dir: cached, hub: id };  // a commit never changes: no need to ask

@@ -86,6 +86,7 @@ export const trainConfigSchema = z.strictObject({
           .number().int().positive().nullable().default(null)
           .describe("prompts per optimizer step (verl counts prompts, not trajectories); null = train_batch_size"),
         ppo_epochs: z.number().int().positive().default(1).describe("passes over each step's batch"),
+        shuffle: z.boolean().default(false).describe("mini-batches of trajectories drawn at random across prompts (seeded by the optimizer step) instead of whole prompt groups; TRL's GRPOTrainer draws its mini-batches so, and its reward rose faster per step on the CPU demo for it"),
         ppo_max_token_len_per_gpu: z
           .number().int().positive().default(16384)
           .describe("token budget of a micro-batch per GPU: its sequences' tokens when packed (model.use_remove_padding), sequences × the longest when padded"),

@@ -31,6 +31,7 @@ export function grpoWorkerConfig(config: TrainConfig, trainSize: number): Worker
     temperature: config.actor_rollout_ref.rollout.temperature,
     ppo_mini_batch_size: actor.ppo_mini_batch_size,
     ppo_epochs: actor.ppo_epochs,
+    shuffle: actor.shuffle,
     clip_ratio_low: actor.clip_ratio_low,
     clip_ratio_high: actor.clip_ratio_high,
     clip_ratio_c: actor.clip_ratio_c,

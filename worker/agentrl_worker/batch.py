@@ -154,11 +154,22 @@ def sequence_lengths(attention_mask: Tensor) -> list[int]:
     return (last + 1).tolist()
 
 
-def mini_batches(group_ids: Tensor, prompts_per_mini_batch: int | None) -> list[list[int]]:
-    """Row indices of each mini-batch: whole groups (prompts), in order of first appearance."""
+def mini_batches(
+    group_ids: Tensor, prompts_per_mini_batch: int | None, shuffle: torch.Generator | None = None
+) -> list[list[int]]:
+    """Row indices of each mini-batch: whole groups (prompts), in order of first appearance. With a `shuffle`
+    generator (verl's actor.shuffle), the same number of mini-batches of the same sizes, filled with rows drawn at
+    random from every group, as TRL's GRPOTrainer draws them: on the CPU demo its sampled reward rose faster per step
+    than agentrl's whole-group mini-batches, and fell onto agentrl's curve with its shuffle off (docs/benchmarks.md).
+    Advantages come from the whole batch first, so a group split across mini-batches keeps them."""
     groups: dict[int, list[int]] = {}
     for row, gid in enumerate(group_ids.tolist()):
         groups.setdefault(gid, []).append(row)
     ordered = list(groups.values())
     size = prompts_per_mini_batch or len(ordered)
-    return [sum(ordered[i : i + size], []) for i in range(0, len(ordered), size)]
+    batches = [sum(ordered[i : i + size], []) for i in range(0, len(ordered), size)]
+    if shuffle is None:
+        return batches
+    drawn = torch.randperm(len(group_ids), generator=shuffle).tolist()
+    starts = [sum(len(b) for b in batches[:i]) for i in range(len(batches))]
+    return [sorted(drawn[start : start + len(b)]) for start, b in zip(starts, batches)]

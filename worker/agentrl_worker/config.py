@@ -66,6 +66,8 @@ class WorkerConfig:
     ppo_mini_batch_size: int | None = None
     """Prompts (groups) per optimizer step; None means the whole batch is one mini-batch."""
     ppo_epochs: int = 1
+    shuffle: bool = False
+    """Mini-batches of rows drawn at random across the batch's groups instead of whole groups (verl: actor.shuffle)."""
     clip_ratio_low: float = 0.2
     clip_ratio_high: float = 0.2
     clip_ratio_c: float = 3.0

@@ -351,8 +351,10 @@ class Trainer:
             )
         self.model.train()
         history: list[dict[str, float]] = []
-        for _ in range(config.ppo_epochs):
-            for rows in mini_batches(batch["group_ids"], config.ppo_mini_batch_size):
+        for epoch in range(config.ppo_epochs):
+            # Seeded by the optimizer step, so a resumed run draws the same mini-batches.
+            shuffle = torch.Generator().manual_seed(config.seed * 1_000_003 + self.step * 997 + epoch) if config.shuffle else None
+            for rows in mini_batches(batch["group_ids"], config.ppo_mini_batch_size, shuffle):
                 history.append(self._optimizer_step(batch, rows, advantages, is_weights, timer))
         metrics = {key: sum(h[key] for h in history) / len(history) for key in history[0]}
         metrics["actor/ratio_max"] = max(h["actor/ratio_max"] for h in history)
@@ -494,7 +496,7 @@ class Trainer:
 
     @property
     def _sender(self) -> WeightSender:
-        if self.fsdp != "fsdp2":  # FSDP1's flat parameters carry neither the Hugging Face names nor the full shapes
+        if self.fsdp == "fsdp1":  # FSDP1's flat parameters carry neither the Hugging Face names nor the full shapes
             raise ConfigError("weight sync without disk needs FSDP2 (torch >= 2.6); set update_weights.method to disk")
         return self._weights
 

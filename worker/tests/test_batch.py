@@ -59,6 +59,17 @@ def test_mini_batches_hold_whole_prompts_in_order_of_first_appearance():
     assert mini_batches(groups, None) == [[0, 1, 6, 2, 3, 4, 5]]
 
 
+def test_shuffled_mini_batches_have_the_same_sizes_but_rows_drawn_across_groups():
+    groups = torch.arange(8).repeat_interleave(4)  # 8 prompts x 4 samples, 2 prompts per mini-batch
+    whole = mini_batches(groups, 2)
+    drawn = [mini_batches(groups, 2, torch.Generator().manual_seed(seed)) for seed in (1, 1, 2)]
+    assert [len(b) for b in drawn[0]] == [len(b) for b in whole] == [8, 8, 8, 8]
+    assert sorted(sum(drawn[0], [])) == list(range(32))  # every row once
+    assert drawn[0] == drawn[1] and drawn[0] != drawn[2]  # seeded
+    # Whole groups put 2 prompts in each mini-batch; drawn at random, a mini-batch holds rows of more prompts.
+    assert max(len(set(groups[b].tolist())) for b in drawn[0]) > 2
+
+
 def test_update_advantages_follow_the_batch_episodes():
     # The trainer's choice of estimator, over a group with one episode cut into rows 0 and 1.
     batch = {"rewards": torch.tensor([1.0, 1.0, 0.0]), "group_ids": torch.tensor([0, 0, 0])}

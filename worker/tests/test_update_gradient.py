@@ -101,13 +101,15 @@ def _reference(model, batch, rows, config: WorkerConfig):
 
 
 @pytest.mark.parametrize(
-    "mode, kl_type",
-    [("token-mean", "low_var_kl"), ("seq-mean-token-sum", "k1"), ("seq-mean-token-mean", "mse"), ("seq-mean-token-sum-norm", "abs")],
+    "mode, kl_type, shuffle",
+    [("token-mean", "low_var_kl", False), ("seq-mean-token-sum", "k1", False), ("seq-mean-token-mean", "mse", True),
+     ("seq-mean-token-sum-norm", "abs", False)],
 )
-def test_update_gradient_equals_autograd_of_the_whole_mini_batch(env, mode, kl_type):
+def test_update_gradient_equals_autograd_of_the_whole_mini_batch(env, mode, kl_type, shuffle):
     from transformers import AutoModelForCausalLM
 
-    config = _config(env, loss_agg_mode=mode, kl_loss_type=kl_type)
+    # Shuffled, seed 2 draws mini-batches that each clip on both sides, as whole groups do with seed 1.
+    config = _config(env, loss_agg_mode=mode, kl_loss_type=kl_type, shuffle=shuffle, seed=2 if shuffle else 1)
     trainer = Trainer(config)
     batch = env["batch"]
     seen = []
@@ -123,9 +125,13 @@ def test_update_gradient_equals_autograd_of_the_whole_mini_batch(env, mode, kl_t
     trainer._accumulate_gradients = spy  # type: ignore[method-assign]
     reply = trainer.update(str(env["root"] / "batch.safetensors"), str(env["root"] / "lp.safetensors"))
 
-    # 3 prompts, 2 per mini-batch: two optimizer steps, each over several micro-batches.
-    assert reply["step"] == 2 and [rows for rows, *_ in seen] == mini_batches(batch["group_ids"], 2)
-    assert [len(trainer._plan(batch, rows).per_rank[0]) for rows, *_ in seen] == [3, 2]
+    # 3 prompts, 2 per mini-batch: two optimizer steps, each over several micro-batches; whole prompts unless shuffled.
+    drawn = torch.Generator().manual_seed(config.seed * 1_000_003) if shuffle else None
+    expected = mini_batches(batch["group_ids"], 2, drawn)
+    assert reply["step"] == 2 and [rows for rows, *_ in seen] == expected
+    assert (expected != mini_batches(batch["group_ids"], 2)) == shuffle
+    assert [len(trainer._plan(batch, rows).per_rank[0]) for rows in mini_batches(batch["group_ids"], 2)] == [3, 2]
+    assert min(len(trainer._plan(batch, rows).per_rank[0]) for rows, *_ in seen) >= 2
     reference = AutoModelForCausalLM.from_pretrained(env["model"], dtype=torch.float32)
     for step, (rows, before, grads, metrics) in enumerate(seen):
         with torch.no_grad():

@@ -59,6 +59,7 @@ export const initConfig = z.strictObject({
   optimizer_offload: z.boolean().optional(),
   temperature: z.number().positive().optional(),
   ppo_mini_batch_size: int().min(1).nullable().optional(),
+  shuffle: z.boolean().optional(),
   ppo_epochs: int().min(1).optional(),
   clip_ratio_low: z.number().nonnegative().optional(),
   clip_ratio_high: z.number().nonnegative().optional(),
