@@ -184,11 +184,13 @@ describe("startInferenceServer with a fake sglang", () => {
       model: "m",
       port: await freePort(),
       python: fakePython,
-      startupTimeoutMs: 1_500,
+      // Long enough for the fake (a node process) to start and print under a loaded CI machine: at 1.5 s it once had
+      // not printed yet, and the log tail was empty.
+      startupTimeoutMs: 5_000,
       graceMs: 300,
       env: { FAKE_RECORD: record, FAKE_MODE: "never-ready" },
     }).catch((err: unknown) => err);
-    expect((error as Error).message).toContain("did not answer /health within 2 s");
+    expect((error as Error).message).toContain("did not answer /health within 5 s");
     expect((error as ServerStartError).logTail).toContain("fake sglang starting");
     const seen = await readRecord(record);
     stragglers.push(seen.pid, seen.sub);
