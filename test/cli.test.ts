@@ -4,7 +4,7 @@ import path from "node:path";
 import { REPO_ROOT, runCli } from "./helpers/cli.js";
 
 describe("agentrl CLI skeleton", () => {
-  const COMMANDS = ["preprocess", "rollout", "sft", "train", "inspect", "serve", "doctor", "parse", "template"];
+  const COMMANDS = ["preprocess", "rollout", "sft", "train", "export", "inspect", "serve", "doctor", "parse", "template"];
   /** Leaf commands: the ones a user runs (preprocess only groups its datasets). */
   const LEAVES = [["preprocess", "gsm8k"], ["preprocess", "vault"], ...COMMANDS.filter((c) => c !== "preprocess").map((c) => [c])];
 

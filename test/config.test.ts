@@ -8,7 +8,10 @@ import path from "node:path";
 import { REPO_ROOT, runCli } from "./helpers/cli.js";
 import { QWEN3_DIR } from "./helpers/qwen3.js";
 import { tempDir } from "./helpers/tmp.js";
+import { load as loadYaml } from "js-yaml";
 import { requestPriority } from "../src/train/rollout.js";
+import { trainConfigSchema } from "../src/train/config.js";
+import { grpoWorkerConfig } from "../src/train/worker-config.js";
 
 const dir = tempDir("config");
 function config(name: string, text: string): string {
@@ -88,6 +91,29 @@ describe("agentrl train --dry-run", () => {
     expect(requestPriority(asyncConfig(true), "train", 7)).toEqual({ priority: -7 });
     expect(requestPriority(asyncConfig(true), "val", 7)).toEqual({});
     expect(requestPriority(asyncConfig(false), "train", 7)).toEqual({});
+  });
+
+  it("the KL reference: the starting model, another model (ref.model.path), or refused when no KL loss reads it", async () => {
+    const file = config("ref.yaml", base);
+    const implied = async (...sets: string[]) => {
+      const result = await runCli(["train", "--config", file, "--dry-run", "--json", ...sets.flatMap((s) => ["--set", s])]);
+      expect(result.code, result.stderr).toBe(0);
+      return JSON.parse(result.stdout).implied.kl_reference as string;
+    };
+    expect(await implied()).toBe("none (actor.use_kl_loss false)");
+    expect(await implied("actor_rollout_ref.actor.use_kl_loss=true")).toBe("a frozen copy of the starting model, /nonexistent/model");
+    expect(await implied("actor_rollout_ref.actor.use_kl_loss=true", "actor_rollout_ref.model.lora_rank=8")).toMatch(/^the policy with its LoRA adapter disabled/);
+    expect(await implied("actor_rollout_ref.actor.use_kl_loss=true", "actor_rollout_ref.model.lora_rank=8", "actor_rollout_ref.ref.model.path=/models/base")).toBe(
+      "a frozen copy of /models/base (actor_rollout_ref.ref.model.path)",
+    );
+    // The worker is told, and only when a KL loss reads the reference.
+    const parsed = (kl: boolean) =>
+      trainConfigSchema.parse({ ...loadYaml(base) as object, actor_rollout_ref: { model: { path: "/m" }, actor: { use_kl_loss: kl }, ref: { model: { path: "/models/base" } } } });
+    expect(grpoWorkerConfig(parsed(true), 16)).toMatchObject({ use_ref: true, ref_model_path: "/models/base" });
+    expect(grpoWorkerConfig(parsed(false), 16)).not.toHaveProperty("ref_model_path");
+    const refused = await runCli(["train", "--config", file, "--dry-run", "--set", "actor_rollout_ref.ref.model.path=/models/base"]);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain("actor_rollout_ref.ref.model.path is set but actor.use_kl_loss is false");
   });
 
   it("rejects a misspelled key given with --set", async () => {

@@ -6,14 +6,17 @@
  * - the engine's log-probs with the adapter are the trainer's (mismatch KL ~0 every step) and each sampled token's
  *   version names the adapter that sampled it (the previous step's);
  * - a run stopped after step 2 and resumed with --resume trains step 3 exactly as the uninterrupted run does (same
- *   trajectories, same loss, KL and gradient norm).
+ *   trajectories, same loss, KL and gradient norm);
+ * - `agentrl export` writes the merged model, byte for byte what `python -m agentrl_worker.export_lora` makes of the
+ *   adapter the engine served, and with --adapter that adapter itself.
  * The worker's side (gradients, merged export, checkpoints) is worker/tests/test_lora.py; the engine's, each sync path
  * bit for bit, worker/tests/test_embedded_lora.py.
  */
 import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
-import { runCli } from "./helpers/cli.js";
+import { REPO_ROOT, runCli } from "./helpers/cli.js";
+import { runPython } from "./helpers/python.js";
 import { demoTwoSteps, readMetrics, readStep } from "./helpers/train.js";
 import { tempDir } from "./helpers/tmp.js";
 
@@ -57,6 +60,31 @@ describe("agentrl train with a LoRA adapter", () => {
     expect(adapter.r).toBe(8);
     expect(existsSync(path.join(straight, "lora", "2"))).toBe(false);
   });
+
+  it("agentrl export writes the merged model of the served adapter, or with --adapter the adapter itself", async () => {
+    expect(code, stderr).toBe(0);
+    const merged = path.join(scratch, "export-merged");
+    const exported = await runCli(["export", straight, "--out", merged, "--json"], { timeoutMs: RUN_TIMEOUT_MS });
+    expect(exported.code, exported.stderr).toBe(0);
+    expect(JSON.parse(exported.stdout)).toMatchObject({ event: "done", step: 3, kind: "model", lora: true, out: merged });
+    // The same merge as the documented module's, of the adapter the engine served after step 3: byte for byte.
+    const byModule = path.join(scratch, "export-module");
+    const module = runPython(
+      ["-m", "agentrl_worker.export_lora", "--adapter", path.join(straight, "lora", "3"), "--base", path.join(REPO_ROOT, "examples", "cpu-demo", "model"), "--out", byModule],
+      { cwd: path.join(REPO_ROOT, "worker") },
+    );
+    expect(module.code, module.stderr).toBe(0);
+    const weights = (dir: string) => readFileSync(path.join(dir, "model.safetensors"));
+    expect(weights(merged).equals(weights(byModule))).toBe(true);
+    expect(readFileSync(path.join(merged, "config.json"), "utf8")).toBe(readFileSync(path.join(byModule, "config.json"), "utf8"));
+
+    const adapter = path.join(scratch, "export-adapter");
+    const alone = await runCli(["export", straight, "--out", adapter, "--adapter", "--quiet"], { timeoutMs: RUN_TIMEOUT_MS });
+    expect(alone.code, alone.stderr).toBe(0);
+    expect(alone.stdout).toMatch(/step 3's LoRA adapter \(PEFT folder\) in /);
+    const tensors = (dir: string) => readFileSync(path.join(dir, "adapter_model.safetensors"));
+    expect(tensors(adapter).equals(tensors(path.join(straight, "lora", "3")))).toBe(true);
+  }, 2 * RUN_TIMEOUT_MS);
 
   it("stopped after step 2 and resumed, trains step 3 bit for bit as the uninterrupted run", async () => {
     const resumed = path.join(scratch, "resumed");

@@ -11,6 +11,7 @@ import { registerPreprocess } from "./commands/preprocess.js";
 import { registerRollout } from "./commands/rollout.js";
 import { registerTrain } from "./commands/train.js";
 import { registerSft } from "./commands/sft.js";
+import { registerExport } from "./commands/export.js";
 import { registerInspect } from "./commands/inspect.js";
 import { registerServe } from "./commands/serve.js";
 import { registerDoctor } from "./commands/doctor.js";
@@ -46,6 +47,7 @@ Run 'agentrl <command> --help' for the flags of each command.`,
   registerRollout(program);
   registerSft(program);
   registerTrain(program);
+  registerExport(program);
   registerInspect(program);
   registerServe(program);
   registerDoctor(program);

@@ -45,6 +45,12 @@ export async function resolveTrainConfig(flags: TrainFlags): Promise<TrainConfig
       hint: "remove the key (or set it to 1)",
     });
   }
+  if (config.actor_rollout_ref.ref.model.path !== null && !config.actor_rollout_ref.actor.use_kl_loss) {
+    // The reference exists for the KL loss alone: a path without it would load a model nothing reads.
+    throw new InputError("actor_rollout_ref.ref.model.path is set but actor.use_kl_loss is false: nothing would read the reference", {
+      hint: "set actor_rollout_ref.actor.use_kl_loss=true, or remove the key",
+    });
+  }
   const { mode } = config.async_training;
   if (mode !== "sync" && config.trainer.colocate) {
     // Colocated, the engine gives its memory to the update: nothing can generate while the trainer works.
@@ -85,6 +91,8 @@ export async function runTrainCommand(flags: TrainFlags): Promise<void> {
   if (flags.dryRun) return printTrainDryRun(config, Boolean(flags.json));
   const model = config.actor_rollout_ref.model;
   model.path = await resolveModelPath(model.path, "actor_rollout_ref.model.path", noteUnlessQuiet(flags));
+  const ref = config.actor_rollout_ref.ref.model;
+  if (ref.path !== null) ref.path = await resolveModelPath(ref.path, "actor_rollout_ref.ref.model.path", noteUnlessQuiet(flags));
   const valOnly = config.trainer.val_only;
   const inputs = await loadTrainInputs(config, flags.config);
   const runDir = runDirOf(config);

@@ -117,6 +117,18 @@ export const trainConfigSchema = z.strictObject({
       .prefault({}),
     ref: z
       .strictObject({
+        model: z
+          .strictObject({
+            path: z
+              .string()
+              .min(1)
+              .nullable()
+              .default(null)
+              .describe(
+                "the KL reference's own model (folder or Hub id; same tokenizer as the policy). Default: the policy's starting model, which with LoRA is the policy with its adapter disabled (no second copy)",
+              ),
+          })
+          .prefault({}),
         fsdp_config: z
           .strictObject({
             param_offload: z.boolean().default(false).describe("keep the reference model's shards (actor.use_kl_loss) in CPU memory, copied in layer by layer"),

@@ -25,6 +25,7 @@ export async function printTrainDryRun(config: TrainConfig, json: boolean): Prom
         : "off",
     generation: generationText(config),
     lora: loraText(config),
+    kl_reference: referenceText(config),
     total_steps: trainRows === null ? null : totalSteps(config, trainRows),
     lr_schedule: lrScheduleText(config, trainRows === null ? null : totalOptimizerSteps(config, trainRows)),
     training_gpus: config.trainer.nnodes * config.trainer.n_gpus_per_node,
@@ -45,7 +46,16 @@ function loraText(config: TrainConfig): string {
   const sync = model.lora.merge
     ? `the merged weights through update_weights.method ${config.actor_rollout_ref.rollout.update_weights.method}`
     : "the adapter alone (/load_lora_adapter under the step, lora_path on every request; servers need --enable-lora)";
-  return `rank ${model.lora_rank}, alpha ${model.lora_alpha} on ${modules}; the base is frozen and is the KL reference; each sync sends ${sync}`;
+  return `rank ${model.lora_rank}, alpha ${model.lora_alpha} on ${modules}; the base is frozen; each sync sends ${sync}`;
+}
+
+/** What the KL loss compares against, and what it costs in memory. */
+function referenceText(config: TrainConfig): string {
+  const { actor, model, ref } = config.actor_rollout_ref;
+  if (!actor.use_kl_loss) return "none (actor.use_kl_loss false)";
+  if (ref.model.path !== null) return `a frozen copy of ${ref.model.path} (actor_rollout_ref.ref.model.path)`;
+  if (model.lora_rank > 0) return "the policy with its LoRA adapter disabled: the frozen base, no second copy";
+  return `a frozen copy of the starting model, ${model.path}`;
 }
 
 /** Rows of the training files, or null when one cannot be read (a dry run reads no data). */

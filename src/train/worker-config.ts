@@ -24,6 +24,7 @@ export function grpoWorkerConfig(config: TrainConfig, trainSize: number): Worker
     optimizer_offload: actor.fsdp_config.optimizer_offload,
     use_ref: actor.use_kl_loss,
     ref_offload: config.actor_rollout_ref.ref.fsdp_config.param_offload,
+    ...(actor.use_kl_loss && config.actor_rollout_ref.ref.model.path !== null ? { ref_model_path: config.actor_rollout_ref.ref.model.path } : {}),
     gradient_checkpointing: config.actor_rollout_ref.model.enable_gradient_checkpointing,
     micro_batch_token_budget: actor.ppo_max_token_len_per_gpu,
     use_remove_padding: config.actor_rollout_ref.model.use_remove_padding,

@@ -38,6 +38,9 @@ class WorkerConfig:
     """Keep a frozen, sharded reference copy of the initial model (needed by use_kl_loss)."""
     ref_offload: bool = False
     """Keep the reference's shards in CPU memory (FSDP2 CPUOffloadPolicy), copied to the GPU layer by layer."""
+    ref_model_path: str | None = None
+    """The reference's own Hugging Face folder (same architecture and tokenizer). Default: the initial model, which
+    with LoRA is the policy with its adapter disabled (no second copy); set, a frozen copy of this folder is kept."""
     gradient_checkpointing: bool = False
     micro_batch_token_budget: int = 8192
     """Tokens per micro-batch per rank (verl: ppo_max_token_len_per_gpu with use_dynamic_bsz): without padding when
@@ -105,6 +108,8 @@ class WorkerConfig:
         config = WorkerConfig(**raw)
         if config.use_kl_loss and not config.use_ref:
             raise ConfigError("init: use_kl_loss needs use_ref: true")
+        if config.ref_model_path is not None and not config.use_ref:
+            raise ConfigError("init: ref_model_path needs use_ref: true (a reference is kept only for the KL loss)")
         _check_schedule(config)
         if config.loss_agg_mode == "seq-mean-token-sum-norm" and config.sum_norm_length() is None:
             raise ConfigError("init: loss_agg_mode seq-mean-token-sum-norm needs max_response_length (or loss_scale_factor)")

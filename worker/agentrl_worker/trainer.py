@@ -99,8 +99,8 @@ class Trainer:
             print("agentrl worker: use_remove_padding packs only with flash-attn's varlen kernel (a GPU); padding here", flush=True)
         attn = "flash_attention_2" if self.packed and varlen else "sdpa"
 
-        def load() -> torch.nn.Module:
-            model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=master_dtype, attn_implementation=attn)
+        def load(folder: Path = model_dir) -> torch.nn.Module:
+            model = AutoModelForCausalLM.from_pretrained(folder, dtype=master_dtype, attn_implementation=attn)
             return model.to(self.device)
 
         self.model = load()
@@ -117,11 +117,22 @@ class Trainer:
         self.model, self.fsdp = _shard(self.model, self.device, compute_dtype, config.reshard_after_forward, offload=config.param_offload)
         self._weights = WeightSender(self.model, self.rank, self.device, self.saved_dtype, merge_lora=self.lora)
         self.ref = None
-        # With LoRA the reference is the policy with its adapter disabled (`_reference`): no second copy.
-        if config.use_ref and not self.lora:
+        # With LoRA the reference is the policy with its adapter disabled (`_reference`): no second copy, unless
+        # ref_model_path names another model.
+        ref_dir = Path(config.ref_model_path) if config.ref_model_path is not None else model_dir
+        if config.ref_model_path is not None:
+            if not (ref_dir / "config.json").exists():
+                raise ConfigError(f"init: ref_model_path {config.ref_model_path} has no config.json")
+            ref_vocab = json.loads((ref_dir / "config.json").read_text()).get("vocab_size")
+            if ref_vocab != hf_config.get("vocab_size"):
+                raise ConfigError(
+                    f"init: ref_model_path {config.ref_model_path} has vocab_size {ref_vocab}, the policy "
+                    f"{config.model_path} {hf_config.get('vocab_size')}: the KL compares the same tokens' log-probs"
+                )
+        if config.use_ref and (not self.lora or config.ref_model_path is not None):
             # With ref_offload the reference is loaded on the CPU and FSDP2 moves each layer's shards in for compute.
-            self.ref = load() if not config.ref_offload else AutoModelForCausalLM.from_pretrained(
-                model_dir, dtype=master_dtype, attn_implementation=attn
+            self.ref = load(ref_dir) if not config.ref_offload else AutoModelForCausalLM.from_pretrained(
+                ref_dir, dtype=master_dtype, attn_implementation=attn
             )
             self.ref.requires_grad_(False)
             self.ref.eval()
@@ -149,7 +160,8 @@ class Trainer:
 
     @contextmanager
     def _reference(self) -> Iterator[torch.nn.Module]:
-        """The reference model: the frozen copy, or with LoRA the policy itself with its adapter disabled."""
+        """The reference model: the frozen copy, or with LoRA (and no ref_model_path) the policy itself with its adapter
+        disabled."""
         if self.ref is not None:
             yield self.ref
             return

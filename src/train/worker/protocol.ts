@@ -49,6 +49,7 @@ export const initConfig = z.strictObject({
   reshard_after_forward: z.boolean().optional(),
   use_ref: z.boolean().optional(),
   ref_offload: z.boolean().optional(),
+  ref_model_path: z.string().min(1).nullable().optional(),
   gradient_checkpointing: z.boolean().optional(),
   micro_batch_token_budget: int().min(1).optional(),
   use_remove_padding: z.boolean().optional(),
