@@ -22,44 +22,25 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "worker"), str(ROOT / "worker" / "tests")]
+sys.path[:0] = [str(ROOT / "worker"), str(ROOT / "worker" / "tests"), str(ROOT / "bench" / "lib")]
 
 import torch  # noqa: E402
 from safetensors.torch import save_file  # noqa: E402
 
 from agentrl_worker.make_tiny import make_tiny  # noqa: E402
+from engine_process import post, start_engine  # noqa: E402
 from worker_harness import TOKENIZER_DIR, WorkerProcess  # noqa: E402
 
 # rows, prompt tokens, response tokens of the step batch
 BATCH = {"demo": (16, 200, 24), "0.5b": (4, 96, 32)}
-
-
-def post(url: str, body: dict, timeout: float = 3600) -> dict:
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        return json.loads(response.read())
-
-
-def start_engine(model: Path, lora_rank: int) -> tuple[subprocess.Popen, str]:
-    flags = ["--enable-lora", "--max-lora-rank", str(lora_rank)] if lora_rank else []
-    proc = subprocess.Popen([sys.executable, "-m", "agentrl_worker.embedded_server", "--model", str(model), "--port", "0", *flags],
-                            cwd=ROOT / "worker", stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    match = re.search(r"on (http://[\d.]+:\d+)", proc.stdout.readline())
-    if not match:
-        proc.kill()
-        raise RuntimeError("the embedded engine did not start")
-    return proc, match.group(1)
 
 
 def model_for(shape: str, work: Path) -> Path:
@@ -99,7 +80,7 @@ def run_variant(shape: str, model: Path, work: Path, rank: int, repeats: int) ->
     rows, prompt, response = BATCH[shape]
     batch = work / f"{shape}-batch.safetensors"
     write_batch(batch, vocab, rows, prompt, response)
-    engine, url = start_engine(model, rank)
+    engine, url = start_engine(model, *(["--enable-lora", "--max-lora-rank", str(rank)] if rank else []))
     worker = WorkerProcess(1, work)
     config = {"model_path": str(model), "lr": 1e-5, "use_ref": True, "use_kl_loss": True, "micro_batch_token_budget": 4096}
     if rank:

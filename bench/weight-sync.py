@@ -14,24 +14,22 @@ disk / distributed, measured in the same run.
 from __future__ import annotations
 
 import argparse
-import json
-import re
 import shutil
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "worker"))
 sys.path.insert(0, str(ROOT / "worker" / "tests"))
+sys.path.insert(0, str(ROOT / "bench" / "lib"))
 
 from agentrl_worker.make_tiny import make_tiny  # noqa: E402
+from engine_process import post, start_engine  # noqa: E402
 from worker_harness import TOKENIZER_DIR, WorkerProcess  # noqa: E402
 
 # name: (hidden, layers, heads, kv_heads, intermediate, tied); "0.5b" is Qwen2.5-0.5B's shape.
@@ -41,22 +39,6 @@ SIZES = {
     "medium": (512, 12, 8, 2, 2816, True),
     "0.5b": (896, 24, 14, 2, 4864, True),
 }
-
-
-def post(url: str, body: dict, timeout: float = 3600) -> dict:
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        return json.loads(response.read())
-
-
-def start_engine(model: Path) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-m", "agentrl_worker.embedded_server", "--model", str(model), "--port", "0"],
-                            cwd=ROOT / "worker", stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    match = re.search(r"on (http://[\d.]+:\d+)", proc.stdout.readline())
-    if not match:
-        proc.kill()
-        raise RuntimeError("the embedded engine did not start")
-    return proc, match.group(1)
 
 
 def free_port() -> int:

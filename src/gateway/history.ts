@@ -8,6 +8,7 @@
  */
 import type { ChatMessage, ToolSchema } from "../chat/index.js";
 import { contentText } from "./openai-schema.js";
+import { fromJsonText } from "../data/trajectory-encoding.js";
 
 export type HistoryPlan =
   /** Append `added` (mask 0) after the record, then sample. */
@@ -20,7 +21,7 @@ export type HistoryPlan =
  * message's name, argument formatting and key order are the agent's business and do not count.
  */
 export function messageKey(message: ChatMessage): string {
-  const calls = (message.tool_calls ?? []).map((call) => [call.function.name, canonical(parsedArguments(call.function.arguments))]);
+  const calls = (message.tool_calls ?? []).map((call) => [call.function.name, canonical(fromJsonText(call.function.arguments))]);
   const role = message.role === "developer" ? "system" : message.role;
   return JSON.stringify([role, contentText(message.content), calls]);
 }
@@ -51,15 +52,6 @@ export function planHistory(
   const assistant = added.findIndex((message) => message.role === "assistant");
   if (assistant >= 0) return { kind: "restart", reason: `message ${recordKeys.length + assistant} is an assistant turn the model did not sample` };
   return { kind: "extend", added };
-}
-
-function parsedArguments(args: unknown): unknown {
-  if (typeof args !== "string") return args;
-  try {
-    return JSON.parse(args) as unknown;
-  } catch {
-    return args;
-  }
 }
 
 /** JSON with object keys sorted, so that key order never decides a match. */
