@@ -50,7 +50,7 @@ import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { cliNodeFlags } from "./lib/cli-node-flags.mjs";
 import { startFakeSglangProcess } from "./lib/fake-sglang-process.mjs";
-import { loadDist, parts, root, story } from "./lib/gsm8k-tool-workload.mjs";
+import { distinctTurns, loadDist, parts, root, story } from "./lib/gsm8k-tool-workload.mjs";
 import { median } from "./lib/table-format.mjs";
 
 const quick = process.env.BENCH_QUICK === "1";
@@ -307,15 +307,8 @@ async function recorded(loop, file) {
   return { drift, distinct: texts.size };
 }
 
-// The fake's answers: turn 1 calls the tool with a GSM8K answer after that solution's first step, turn 2 is a whole
-// solution (after Qwen3's empty think block, as bench/rollout-overhead.mjs's distinct answers); the request's sampling
-// seed picks which, so every trajectory's text is new.
-const solutions = readFileSync(path.join(GSM8K, "train.jsonl"), "utf8").trim().split("\n").slice(0, 3000).map((line) => JSON.parse(line).answer);
-const turn1Variants = solutions.map((answer) => {
-  const call = `<tool_call>\n{"name": "calc_gsm8k_reward", "arguments": {"answer": "${extractGroundTruth(answer)}"}}\n</tool_call>`;
-  return [...parts.model.encode(`${answer.split("\n")[0]}\n${call}`), IM_END];
-});
-const turn2Variants = solutions.map((answer) => [...parts.model.encode(`<think>\n\n</think>\n\n${answer}`), IM_END]);
+// The fake's answers: every trajectory's text is new (bench/lib/gsm8k-tool-workload.mjs's distinctTurns).
+const { turn1Variants, turn2Variants } = distinctTurns();
 await parts.close();
 
 const started = performance.now();

