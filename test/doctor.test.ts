@@ -1,16 +1,22 @@
 /**
  * agentrl doctor against the fake SGLang server (a pass, a tokenizer mismatch by EOS and by vocabulary, a server
  * that is down, broken /generate answers, budgets and formats from a config) and, for real, the embedded engine.
+ *
+ * The built CLI runs in its own process for a pass (table and --json), a failed check (exit status 1 and its --json
+ * report) and bad input (exit status 2); the other command lines run through the CLI's main() in the test process
+ * (runCliInProcess: the same flags, config reading, report and exit code, without a Node start-up each). The two
+ * embedded engines (without and with LoRA) start side by side.
  */
 import http from "node:http";
 import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { runDoctor, type DoctorOptions, type DoctorReport } from "../src/doctor/index.js";
+import { formatDoctorReport, runDoctor, type DoctorOptions, type DoctorReport } from "../src/doctor/index.js";
 import { freePort, startInferenceServer, type InferenceServer } from "../src/serve/index.js";
 import { startFakeSglang, type FakeSglang } from "./fake-sglang/index.js";
 import { materializeFixtureModel } from "./fixtures/templates/materialize.js";
-import { runCli } from "./helpers/cli.js";
+import { runCli, type CliResult } from "./helpers/cli.js";
+import { runCliInProcess } from "./helpers/in-process-cli.js";
 import { QWEN3_DIR } from "./helpers/qwen3.js";
 import { tinyQwenModel } from "./helpers/tiny-model.js";
 import { tempDir } from "./helpers/tmp.js";
@@ -25,8 +31,11 @@ function detail(report: DoctorReport, id: string): string {
   return report.checks.find((check) => check.id === id)?.detail ?? "";
 }
 
-async function doctorJson(args: string[]): Promise<{ code: number; report: DoctorReport; stderr: string }> {
-  const result = await runCli(["doctor", ...args, "--json"]);
+type Runner = (args: string[], options?: { env?: NodeJS.ProcessEnv }) => Promise<CliResult>;
+
+/** `doctor ARGS --json`, in the test process unless `run` is runCli (a process of the built CLI). */
+async function doctorJson(args: string[], run: Runner = runCliInProcess): Promise<{ code: number; report: DoctorReport; stderr: string }> {
+  const result = await run(["doctor", ...args, "--json"]);
   return { code: result.code, report: JSON.parse(result.stdout) as DoctorReport, stderr: result.stderr };
 }
 
@@ -44,7 +53,7 @@ async function fake(options: Parameters<typeof startFakeSglang>[0]): Promise<Fak
 describe("doctor against the fake SGLang server", () => {
   it("passes a server that serves the local model (built CLI, table and --json)", async () => {
     const server = await fake({ modelPath: QWEN3_DIR, defaultLength: 5 });
-    const { code, report } = await doctorJson(["--model", QWEN3_DIR, "--server", server.url, "--tools", GSM8K_TOOLS]);
+    const { code, report } = await doctorJson(["--model", QWEN3_DIR, "--server", server.url, "--tools", GSM8K_TOOLS], runCli);
     expect(code).toBe(0);
     // Qwen3's template drops the empty <think> of an earlier assistant turn: a warning, not a failure.
     expect(statuses(report)).toEqual({ server: "pass", tokenizer: "pass", generate: "pass", template: "warn", format: "pass", weights: "pass", context: "pass" });
@@ -73,14 +82,15 @@ describe("doctor against the fake SGLang server", () => {
   it("fails a server whose tokenizer files differ (vocabulary, EOS, special tokens)", async () => {
     const llama = materializeFixtureModel("llama3-style");
     const server = await fake({ modelPath: llama, defaultLength: 5 });
-    const result = await runCli(["doctor", "--model", QWEN3_DIR, "--server", server.url]);
-    expect(result.code).toBe(1);
-    const { report } = await doctorJson(["--model", QWEN3_DIR, "--server", server.url]);
+    // One run of the built CLI: its exit status, and its report as --json.
+    const { code, report } = await doctorJson(["--model", QWEN3_DIR, "--server", server.url], runCli);
+    expect(code).toBe(1);
     expect(report.ok).toBe(false);
     expect(statuses(report).tokenizer).toBe("fail");
     expect(detail(report, "tokenizer")).toMatch(/does not match the local tokenizer .*vocabulary size \d+ on the server vs 151669 here/);
     expect(detail(report, "tokenizer")).toMatch(/EOS ids .* on the server vs "<\|im_end\|>" \(151645\) here/);
-    expect(result.stdout).toContain("not ready");
+    // Without --json the CLI prints this report as formatDoctorReport's table (that path runs in the first test).
+    expect(formatDoctorReport(report, false)).toContain("not ready");
   });
 
   it("fails when the server is down, and still checks the template", async () => {
@@ -123,7 +133,7 @@ describe("doctor against the fake SGLang server", () => {
     expect(without.code).toBe(1);
     expect(detail(without.report, "server")).toContain("401 Unauthorized");
     expect(without.report.checks[0]?.hint).toContain("SGLANG_API_KEY");
-    const result = await runCli(["doctor", "--model", QWEN3_DIR, "--server", server.url, "--json"], { env: { SGLANG_API_KEY: "sekret" } });
+    const result = await runCliInProcess(["doctor", "--model", QWEN3_DIR, "--server", server.url, "--json"], { env: { SGLANG_API_KEY: "sekret" } });
     expect(result.code).toBe(0);
     expect(result.stdout).not.toContain("sekret");
   });
@@ -132,7 +142,7 @@ describe("doctor against the fake SGLang server", () => {
     const noServer = await runCli(["doctor", "--model", QWEN3_DIR]);
     expect(noServer.code).toBe(2);
     expect(noServer.stderr).toContain("--server");
-    const badModel = await runCli(["doctor", "--model", "/nonexistent/model", "--server", "http://127.0.0.1:1"]);
+    const badModel = await runCliInProcess(["doctor", "--model", "/nonexistent/model", "--server", "http://127.0.0.1:1"]);
     expect(badModel.code).toBe(2);
   });
 });
@@ -197,13 +207,21 @@ describe("doctor's /generate check", () => {
 
 describe("doctor against the embedded engine", () => {
   let engine: InferenceServer;
+  let lora: InferenceServer;
   let model: string;
   beforeAll(async () => {
     model = tinyQwenModel();
-    engine = await startInferenceServer({ engine: "embedded", model, port: 0, startupTimeoutMs: 120_000 });
+    // The plain engine and one with --enable-lora, started at once.
+    const started = await Promise.allSettled([
+      startInferenceServer({ engine: "embedded", model, port: 0, startupTimeoutMs: 120_000 }),
+      startInferenceServer({ engine: "embedded", model, port: 0, startupTimeoutMs: 120_000, lora: { maxRank: 16, targetModules: "all-linear" } }),
+    ]);
+    if (started[0].status === "fulfilled") engine = started[0].value;
+    if (started[1].status === "fulfilled") lora = started[1].value;
+    for (const result of started) if (result.status === "rejected") throw result.reason;
   }, 180_000);
   afterAll(async () => {
-    await engine?.stop();
+    await Promise.all([engine?.stop(), lora?.stop()]);
   });
 
   it("passes (warnings only: an untrained model stops on no EOS, Qwen3 drops an empty <think>)", async () => {
@@ -217,14 +235,9 @@ describe("doctor against the embedded engine", () => {
     const plain = await doctorJson(["--model", model, "--server", engine.url, "--lora-rank", "8"]);
     expect(plain.code).toBe(1);
     expect(statuses(plain.report).lora).toBe("fail");
-    const lora = await startInferenceServer({ engine: "embedded", model, port: 0, startupTimeoutMs: 120_000, lora: { maxRank: 16, targetModules: "all-linear" } });
-    try {
-      const ok = await doctorJson(["--model", model, "--server", lora.url, "--lora-rank", "8"]);
-      expect(statuses(ok.report).lora, detail(ok.report, "lora")).toBe("pass");
-      const tooBig = await doctorJson(["--model", model, "--server", lora.url, "--lora-rank", "32"]);
-      expect(detail(tooBig.report, "lora")).toContain("max_lora_rank 16 < lora_rank 32");
-    } finally {
-      await lora.stop();
-    }
+    const ok = await doctorJson(["--model", model, "--server", lora.url, "--lora-rank", "8"]);
+    expect(statuses(ok.report).lora, detail(ok.report, "lora")).toBe("pass");
+    const tooBig = await doctorJson(["--model", model, "--server", lora.url, "--lora-rank", "32"]);
+    expect(detail(tooBig.report, "lora")).toContain("max_lora_rank 16 < lora_rank 32");
   }, 240_000);
 });

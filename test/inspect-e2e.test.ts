@@ -1,15 +1,22 @@
 /**
- * `agentrl inspect` end to end, as a user runs it: the built CLI on trajectory files written by the real rollout
- * code (test/inspect-fixtures.ts: a tool call, an unknown tool, bad JSON and interaction turns) and on a run folder
- * built here. The numbers are checked against what the file holds, read back independently with
- * readTrajectories, so a summary that miscounts, a --where field that reads the wrong column or a token view whose
- * shading disagrees with the stored mask fails here.
+ * `agentrl inspect` end to end, as a user runs it: the CLI on trajectory files written by the real rollout code
+ * (test/inspect-fixtures.ts: a tool call, an unknown tool, bad JSON and interaction turns) and on a run folder built
+ * here. The numbers are checked against what the file holds, read back independently with readTrajectories, so a
+ * summary that miscounts, a --where field that reads the wrong column or a token view whose shading disagrees with the
+ * stored mask fails here.
+ *
+ * Each behaviour a user relies on runs the built CLI in its own process at least once (runCli: the summary and a list
+ * as --json, the text tables within $COLUMNS, colour, the pager on a terminal, the token view, an input error's exit
+ * status, a run folder's overview); the many other checks of what a view holds run the same command line through the
+ * CLI's main() inside the test process (runCliInProcess: the same flag parsing, views, exit codes and output text,
+ * without a Node start-up per check).
  */
 import { beforeAll, describe, expect, it } from "vitest";
 import { copyFileSync, writeFileSync, mkdirSync } from "node:fs";
 import path from "node:path";
 import { spawnSync } from "node:child_process";
-import { CLI, runCli, SHARED } from "./helpers/cli.js";
+import { CLI, runCli, SHARED, type CliResult } from "./helpers/cli.js";
+import { runCliInProcess } from "./helpers/in-process-cli.js";
 import { QWEN3_DIR } from "./helpers/qwen3.js";
 import { makeTrajectory } from "./helpers/trajectories.js";
 import { makeRolloutFixture, type RolloutFixture } from "./inspect-fixtures.js";
@@ -31,8 +38,11 @@ async function readAll(file: string): Promise<Trajectory[]> {
   return out;
 }
 
-async function inspectJson(args: string[], env: NodeJS.ProcessEnv = {}) {
-  const result = await runCli(["inspect", ...args, "--json"], { env });
+type Runner = (args: string[], options?: { env?: NodeJS.ProcessEnv }) => Promise<CliResult>;
+
+/** `inspect ARGS --json`, in the test process unless `run` is runCli (a process of the built CLI). */
+async function inspectJson(args: string[], run: Runner = runCliInProcess) {
+  const result = await run(["inspect", ...args, "--json"]);
   expect(result.stderr, result.stderr).toBe("");
   expect(result.code).toBe(0);
   return JSON.parse(result.stdout);
@@ -54,10 +64,11 @@ beforeAll(async () => {
 describe("summary of a rollout file", () => {
   it("counts what the file holds, for parquet and JSONL alike", async () => {
     expect(all).toHaveLength(6);
-    // The two files come from two runs of the same script: same tokens, different timings.
-    for (const file of [fixture.parquet, fixture.jsonl]) {
+    // The two files come from two runs of the same script: same tokens, different timings. The parquet file's summary
+    // comes from a process of the built CLI, the JSONL file's from the same command line in the test process.
+    for (const [file, run] of [[fixture.parquet, runCli], [fixture.jsonl, runCliInProcess]] as const) {
       const all = await readAll(file);
-      const { summary } = await inspectJson([file]);
+      const { summary } = await inspectJson([file], run);
       const o = summary.overall;
       expect(o.count).toBe(6);
       const rewards = all.map((t) => t.reward);
@@ -108,7 +119,10 @@ describe("summary of a rollout file", () => {
   });
 
   it("prints the tables as text, within $COLUMNS and without colour off a terminal", async () => {
-    const result = await runCli(["inspect", fixture.parquet], { env: { COLUMNS: "72", PAGER: "echo PAGED" } });
+    // The file under a path longer than the terminal: its tables and its title line (which names the path) must wrap.
+    const longPath = path.join(path.dirname(fixture.parquet), `${"a".repeat(90)}.parquet`);
+    copyFileSync(fixture.parquet, longPath);
+    const result = await runCli(["inspect", longPath], { env: { COLUMNS: "72", PAGER: "echo PAGED" } });
     expect(result.code).toBe(0);
     // Narrow: wide columns wrap, so only words that fit any layout are looked for here.
     for (const text of ["trajectories", "finish reason", "interaction_done", "assistant turns", "tool calls / traj", "parse", "response tokens", "drift: 6", "mask covers no token: 0"]) {
@@ -117,13 +131,8 @@ describe("summary of a rollout file", () => {
     expect(result.stdout).not.toContain(ESC);
     expect(result.stdout).not.toContain("PAGED"); // stdout is a pipe: never paged
     for (const line of result.stdout.split("\n")) expect([...line].length).toBeLessThanOrEqual(72);
-    // A path longer than the terminal is wrapped too (the title line names it).
-    const longPath = path.join(path.dirname(fixture.parquet), `${"a".repeat(90)}.parquet`);
-    copyFileSync(fixture.parquet, longPath);
-    const long = await runCli(["inspect", longPath], { env: { COLUMNS: "72" } });
-    expect(long.code).toBe(0);
-    for (const line of long.stdout.split("\n")) expect([...line].length).toBeLessThanOrEqual(72);
-    const wide = await runCli(["inspect", fixture.parquet], { env: { COLUMNS: "140" } });
+    expect(result.stdout).toContain("aaaaaaaaaa"); // the title line is there, wrapped
+    const wide = await runCliInProcess(["inspect", fixture.parquet], { env: { COLUMNS: "140" } });
     for (const text of ["data source", "openai/gsm8k", "lookup_table", "calc_gsm8k_reward", "parse:unknown_tool×6"]) expect(wide.stdout).toContain(text);
     expect(Math.max(...wide.stdout.split("\n").map((line) => [...line].length))).toBeLessThanOrEqual(140);
   });
@@ -131,7 +140,8 @@ describe("summary of a rollout file", () => {
   it("colours on request (FORCE_COLOR) and never under NO_COLOR", async () => {
     const forced = await runCli(["inspect", fixture.parquet, "show", "0:0"], { env: { NO_COLOR: "", FORCE_COLOR: "1" } });
     expect(forced.stdout).toContain(ESC);
-    const both = await runCli(["inspect", fixture.parquet, "show", "0:0"], { env: { NO_COLOR: "1", FORCE_COLOR: "1" } });
+    // The same command line in the test process: NO_COLOR wins, and the text is the built CLI's, colour aside.
+    const both = await runCliInProcess(["inspect", fixture.parquet, "show", "0:0"], { env: { NO_COLOR: "1", FORCE_COLOR: "1" } });
     expect(both.stdout).not.toContain(ESC);
     expect(strip(forced.stdout)).toBe(both.stdout);
   });
@@ -166,7 +176,7 @@ describe.skipIf(!hasScript)("on a terminal", () => {
 
 describe("show", () => {
   it("shows a trajectory turn by turn: tool call as JSON, tool errors, interaction turns, reward parts, finish", async () => {
-    const result = await runCli(["inspect", fixture.parquet, "show", "0:0"]);
+    const result = await runCliInProcess(["inspect", fixture.parquet, "show", "0:0"]);
     expect(result.code, result.stderr).toBe(0);
     const out = result.stdout;
     const order = [
@@ -191,10 +201,10 @@ describe("show", () => {
   });
 
   it("truncates tool responses with a flag for the full text", async () => {
-    const short = await runCli(["inspect", fixture.parquet, "show", "0:0", "--max-chars", "12"]);
+    const short = await runCliInProcess(["inspect", fixture.parquet, "show", "0:0", "--max-chars", "12"]);
     expect(short.stdout).toContain("Current pars… [");
     expect(short.stdout).toContain("more characters; --full shows all]");
-    const full = await runCli(["inspect", fixture.parquet, "show", "0:0", "--max-chars", "12", "--full"]);
+    const full = await runCliInProcess(["inspect", fixture.parquet, "show", "0:0", "--max-chars", "12", "--full"]);
     expect(full.stdout).toContain("Current parsed answer='17' reward=0.0");
     expect(full.stdout).not.toContain("--full shows all");
   });
@@ -209,7 +219,7 @@ describe("show", () => {
     for (const file of [fixture.parquet, fixture.jsonl]) {
       expect((await inspectJson([file, "show", "--index", "2", "--where", "finish=length"])).id).toBe(lengthIds[2]);
     }
-    const missing = await runCli(["inspect", fixture.parquet, "show", "9:9"]);
+    const missing = await runCliInProcess(["inspect", fixture.parquet, "show", "9:9"]);
     expect(missing.code).toBe(2);
     expect(missing.stderr).toContain(`${fixture.parquet}: no trajectory with id '9:9'`);
   });
@@ -234,7 +244,7 @@ describe("show", () => {
       expect(line.includes(`${ESC}100m`)).toBe(t.response_mask[i] === 0);
     });
     // Without a tokenizer the view still works, with ids for text.
-    const bare = await runCli(["inspect", fixture.parquet, "show", "0:0", "--tokens"]);
+    const bare = await runCliInProcess(["inspect", fixture.parquet, "show", "0:0", "--tokens"]);
     expect(bare.stdout).toContain("pass --model DIR");
     expect(bare.stdout).toContain(`<${t.response_ids[0]}>`);
   });
@@ -250,7 +260,7 @@ describe("show", () => {
     expect(view.tokens.map((r: { gap: number | null }) => (r.gap === null ? null : Number(r.gap.toFixed(6))))).toEqual([0.1, -0.75, null, null, 0.02]);
     expect(view.tokens.map((r: { gap_rank: number | null }) => r.gap_rank)).toEqual([2, 1, null, null, 3]);
     expect(view.gap).toMatchObject({ max_pos: 1 });
-    const text = await runCli(["inspect", file, "show", "0:0", "--tokens"]);
+    const text = await runCliInProcess(["inspect", file, "show", "0:0", "--tokens"]);
     const line1 = text.stdout.split("\n").find((l) => /^\s+1\s+■ 1/.test(l))!;
     expect(line1).toContain("-0.7500 ◀ #1");
     const summary = await inspectJson([file]);
@@ -323,6 +333,12 @@ describe("filtering and sorting", () => {
 
   it("the issue's examples, ANDed, with text operators", async () => {
     const count = async (...where: string[]) => (await inspectJson([fixture.parquet, "list", ...where.flatMap((w) => ["--where", w])])).matched;
+    // The list as --json from a process of the built CLI, with two --where flags ANDed; the others in the test process.
+    const both = all.filter((t) => t.finish_reason === "length" && t.sample_index === 0).map((t) => t.id).sort();
+    expect(both).toHaveLength(2); // fewer than either condition keeps alone (4 and 3)
+    const spawned = await inspectJson([fixture.parquet, "list", "--where", "finish=length", "--where", "sample_index=0"], runCli);
+    expect(spawned.matched).toBe(2);
+    expect(spawned.rows.map((r: { id: string }) => r.id).sort()).toEqual(both);
     expect(await count("reward<1")).toBe(all.filter((t) => t.reward < 1).length);
     expect(await count("turns>=3")).toBe(all.filter((t) => t.assistant_turns >= 3).length);
     expect(await count("tool_errors>0")).toBe(all.filter((t) => t.tool_errors > 0).length);
@@ -358,7 +374,7 @@ describe("filtering and sorting", () => {
       ...group,
       samples: group.samples.map((s: object) => ({ ...s, final_text: expect.any(String) })),
     });
-    const text = await runCli(["inspect", fixture.parquet, "--group", "1"]);
+    const text = await runCliInProcess(["inspect", fixture.parquet, "--group", "1"]);
     expect(text.stdout).toContain("sample 0");
     expect(text.stdout).toContain("sample 1");
     expect(text.stdout).toContain("no variance");
@@ -376,7 +392,9 @@ describe("bad input is exit 2 with the place named", () => {
     [["inspect", "FILE", "show"], "show needs a trajectory"],
     [["inspect", "FILE", "--step", "3"], "--step picks a step of a run folder"],
   ])("%j", async (args, message) => {
-    const result = await runCli(args.map((a) => (a === "FILE" ? fixture.parquet : a)));
+    // The exit status of a real process once; the other messages and codes from main() in the test process.
+    const run = args[1] === "/no/such/file.parquet" ? runCli : runCliInProcess;
+    const result = await run(args.map((a) => (a === "FILE" ? fixture.parquet : a)));
     expect(result.code).toBe(2);
     expect(result.stderr).toContain(message);
   });
@@ -385,24 +403,24 @@ describe("bad input is exit 2 with the place named", () => {
     const dir = tmp("inspect-bad");
     const jsonl = path.join(dir, "other.jsonl");
     writeFileSync(jsonl, '{"question": "what?"}\n');
-    const notJsonl = await runCli(["inspect", jsonl]);
+    const notJsonl = await runCliInProcess(["inspect", jsonl]);
     expect(notJsonl.code).toBe(2);
     expect(notJsonl.stderr).toContain(`${jsonl}: not a trajectory file`);
     const dataset = path.join(SHARED, "datasets", "gsm8k", "test.jsonl");
-    const gsm8k = await runCli(["inspect", dataset]);
+    const gsm8k = await runCliInProcess(["inspect", dataset]);
     expect(gsm8k.code).toBe(2);
     expect(gsm8k.stderr).toContain(`${dataset}: not a trajectory file`);
     const otherParquet = path.join(dir, "other.parquet");
     await writeParquetRows(otherParquet, [{ id: 1 }], new Schema([new Field("id", new Int32(), false)]));
-    const other = await runCli(["inspect", otherParquet]);
+    const other = await runCliInProcess(["inspect", otherParquet]);
     expect(other.code).toBe(2);
     expect(other.stderr).toContain(`${otherParquet}: not a trajectory file (column 'id' is Int32, expected Utf8)`);
-    const otherShow = await runCli(["inspect", otherParquet, "show", "0:0"]);
+    const otherShow = await runCliInProcess(["inspect", otherParquet, "show", "0:0"]);
     expect(otherShow.code).toBe(2);
     expect(otherShow.stderr).toContain(`${otherParquet}: not a trajectory file`);
     const fakeParquet = path.join(dir, "broken.parquet");
     writeFileSync(fakeParquet, "not parquet at all");
-    const broken = await runCli(["inspect", fakeParquet]);
+    const broken = await runCliInProcess(["inspect", fakeParquet]);
     expect(broken.code).toBe(2);
     expect(broken.stderr).toContain(fakeParquet);
   });
@@ -488,10 +506,10 @@ describe("a run folder", () => {
     expect(json.alerts.map((a: { kind: string; step: number }) => `${a.kind}@${a.step}`)).toEqual([
       "clip_fraction_spike@6", "kl_spike@8", "grad_norm_spike@9", "tool_use_collapse@10",
     ]);
-    const chart = await runCli(["inspect", run, "--metric", "accuracy", "--metric", "val-core/openai/gsm8k/acc/mean@1"]);
+    const chart = await runCliInProcess(["inspect", run, "--metric", "accuracy", "--metric", "val-core/openai/gsm8k/acc/mean@1"]);
     expect(chart.stdout).toContain("accuracy (acc/mean), 10 steps");
     expect(chart.stdout).toContain("│");
-    const unknown = await runCli(["inspect", run, "--metric", "nope"]);
+    const unknown = await runCliInProcess(["inspect", run, "--metric", "nope"]);
     expect(unknown.code).toBe(2);
     expect(unknown.stderr).toContain("--metric 'nope'");
   });
@@ -505,7 +523,7 @@ describe("a run folder", () => {
     expect(step2.summary.logprobGap.meanAbs).toBeCloseTo((0.1 + 0.2 + 0.3 + 4 * 0.25) / 12, 6);
     const shown = await inspectJson([run, "--step", "1", "show", "1:1"]);
     expect(shown.reward.advantage).toBe(-0.5);
-    const missing = await runCli(["inspect", run, "--step", "7"]);
+    const missing = await runCliInProcess(["inspect", run, "--step", "7"]);
     expect(missing.code).toBe(2);
     expect(missing.stderr).toContain("no rollouts for step 7");
     expect(missing.stderr).toContain("steps with rollouts: 1, 2");
@@ -517,7 +535,7 @@ describe("a run folder", () => {
     expect(row("reward mean")).toMatchObject({ a: 0, b: 1, delta: 1 });
     expect(row("tool calls / traj")).toMatchObject({ a: 1, b: 0, delta: -1 });
     expect(row("metric critic/rewards/mean")).toMatchObject({ a: 0.1, b: 0.2 });
-    const text = await runCli(["inspect", run, "--diff", "1", "2"]);
+    const text = await runCliInProcess(["inspect", run, "--diff", "1", "2"]);
     expect(text.stdout).toContain("step 1 vs step 2");
     expect(text.stdout).toMatch(/reward mean\s+│ 0\s+│ 1\s+│ \+1/);
   });

@@ -7,11 +7,13 @@
  *   turn 1: it answers 17 without a call, so the interaction answers "incorrect" (an interaction turn);
  *   turn 2: it answers 18 and the interaction ends the trajectory.
  *
- * Prompt 0's answer is 18 (reward 1); prompts 1 and 2 get reward 0. Two samples per prompt: 6 trajectories.
+ * Prompt 0's answer is 18 (reward 1); prompts 1 and 2 get reward 0. Two samples per prompt: 6 trajectories. The JSONL
+ * and the parquet file come from two runs of the same command, side by side against the one fake server.
  */
 import { rmSync } from "node:fs";
 import path from "node:path";
 import { REPO_ROOT, SHARED, runCli } from "./helpers/cli.js";
+import { runCliInProcess } from "./helpers/in-process-cli.js";
 import { IM_END, QWEN3_DIR } from "./helpers/qwen3.js";
 import { startFakeSglang } from "./fake-sglang/index.js";
 import { loadChatModel } from "../src/chat/index.js";
@@ -45,11 +47,13 @@ export async function makeRolloutFixture(): Promise<RolloutFixture> {
   });
   const data = tmp("inspect-data");
   try {
-    const prep = await runCli(["preprocess", "gsm8k", "-i", GSM8K, "-o", data, "--split", "test", "--limit", "3", "--variant", "interaction"]);
+    // The prompts (not under test here): preprocessed by the CLI's main() in the test process.
+    const prep = await runCliInProcess(["preprocess", "gsm8k", "-i", GSM8K, "-o", data, "--split", "test", "--limit", "3", "--variant", "interaction"]);
     if (prep.code !== 0) throw new Error(`preprocess failed: ${prep.stderr}`);
     const outDir = tmp("inspect-out");
     const fixture = { jsonl: path.join(outDir, "traj.jsonl"), parquet: path.join(outDir, "traj.parquet") };
-    for (const out of [fixture.jsonl, fixture.parquet]) {
+    // The two runs at once: the fake server's replies depend on the request alone.
+    await Promise.all([fixture.jsonl, fixture.parquet].map(async (out) => {
       const result = await runCli([
         "rollout", "--data", path.join(data, "test.parquet"), "--model", QWEN3_DIR, "--server", fake.url,
         "--tools", path.join(REPO_ROOT, "tool-configs/gsm8k_tool_config.yaml"),
@@ -58,7 +62,7 @@ export async function makeRolloutFixture(): Promise<RolloutFixture> {
         "--n", "2", "--concurrency", "1", "--out", out, "--json", "--quiet",
       ]);
       if (result.code !== 0) throw new Error(`rollout failed (${result.code}): ${result.stderr}`);
-    }
+    }));
     return fixture;
   } finally {
     await fake.close();

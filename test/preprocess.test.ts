@@ -2,6 +2,11 @@
  * `agentrl preprocess gsm8k`, run as a user runs it. The contract: the parquet files are what verl's GSM8K scripts
  * write (same arrow types, same HF metadata, same rows), bad input is named by file, line or row and field, and an
  * existing output is never overwritten silently or left half-written.
+ *
+ * The built CLI runs in its own process for the full dataset, a --json report, a bad row's exit status and message,
+ * the SIGKILLed rewrites and the hub download; the other command lines run through the CLI's main() in the test
+ * process (runCliInProcess: the same flags, files, exit codes and messages, without a Node start-up each). verl's
+ * reference files for the three variants are made by one Python process, and compared by one.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { writeFileSync, readFileSync, mkdirSync, existsSync, statSync, rmSync } from "node:fs";
@@ -10,6 +15,7 @@ import os from "node:os";
 import path from "node:path";
 import { spawn } from "node:child_process";
 import { CLI, REPO_ROOT, SHARED, runCli } from "./helpers/cli.js";
+import { runCliInProcess } from "./helpers/in-process-cli.js";
 import { pythonJson, runPython } from "./helpers/python.js";
 import { readParquetInfo, streamParquetRows } from "../src/data/parquet.js";
 import { tempDir as tmp } from "./helpers/tmp.js";
@@ -67,25 +73,45 @@ print(json.dumps({s: {f.name: str(f.type) for f in pq.read_schema(f"{sys.argv[1]
 });
 
 describe("preprocess gsm8k: parity with verl's scripts (HF datasets map + to_parquet)", () => {
-  for (const variant of ["tool", "interaction", "plain"] as const) {
-    it(`--variant ${variant} matches schema, HF metadata and rows`, async () => {
-      const ours = tmp(`ours-${variant}`);
-      const theirs = tmp(`verl-${variant}`);
-      const made = runPython([path.join(REPO_ROOT, "test/fixtures/verl_gsm8k_reference.py"), GSM8K, theirs, variant, "25"]);
-      expect(made.code, made.stderr).toBe(0);
-      const result = await runCli(["preprocess", "gsm8k", "--input", GSM8K, "--out", ours, "--variant", variant, "--limit", "25"]);
+  const variants = ["tool", "interaction", "plain"] as const;
+  const ours = Object.fromEntries(variants.map((variant) => [variant, tmp(`ours-${variant}`)]));
+  const theirs = Object.fromEntries(variants.map((variant) => [variant, tmp(`verl-${variant}`)]));
+  let verdicts: Record<string, Record<string, boolean>>;
+  beforeAll(async () => {
+    // verl's reference script, run as its own program once per variant, in one Python process (one `datasets` import).
+    const made = runPython([
+      "-c",
+      `import runpy, sys
+script, src, *pairs = sys.argv[1:]
+for variant, out in zip(pairs[::2], pairs[1::2]):
+    sys.argv = [script, src, out, variant, "25"]
+    runpy.run_path(script, run_name="__main__")`,
+      path.join(REPO_ROOT, "test/fixtures/verl_gsm8k_reference.py"),
+      GSM8K,
+      ...variants.flatMap((variant) => [variant, theirs[variant]!]),
+    ]);
+    expect(made.code, made.stderr).toBe(0);
+    for (const variant of variants) {
+      const result = await runCliInProcess(["preprocess", "gsm8k", "--input", GSM8K, "--out", ours[variant]!, "--variant", variant, "--limit", "25"]);
       expect(result.code, result.stderr).toBe(0);
-      const verdict = pythonJson<Record<string, boolean>>(
-        `import json, sys, pyarrow.parquet as pq
-out = {}
-for s in ("train", "test"):
-    a = pq.read_table(f"{sys.argv[1]}/{s}.parquet"); b = pq.read_table(f"{sys.argv[2]}/{s}.parquet")
-    out[s + "_schema"] = a.schema.equals(b.schema, check_metadata=True)
-    out[s + "_rows"] = a.equals(b)
-print(json.dumps(out))`,
-        [ours, theirs],
-      );
-      expect(verdict).toEqual({ train_schema: true, train_rows: true, test_schema: true, test_rows: true });
+    }
+    verdicts = pythonJson<Record<string, Record<string, boolean>>>(
+      `import json, sys, pyarrow.parquet as pq
+verdicts = {}
+for variant, ours, theirs in zip(*[iter(sys.argv[1:])] * 3):
+    out = verdicts[variant] = {}
+    for s in ("train", "test"):
+        a = pq.read_table(f"{ours}/{s}.parquet"); b = pq.read_table(f"{theirs}/{s}.parquet")
+        out[s + "_schema"] = a.schema.equals(b.schema, check_metadata=True)
+        out[s + "_rows"] = a.equals(b)
+print(json.dumps(verdicts))`,
+      variants.flatMap((variant) => [variant, ours[variant]!, theirs[variant]!]),
+    );
+  });
+
+  for (const variant of variants) {
+    it(`--variant ${variant} matches schema, HF metadata and rows`, () => {
+      expect(verdicts[variant]).toEqual({ train_schema: true, train_rows: true, test_schema: true, test_rows: true });
     });
   }
 });
@@ -106,8 +132,8 @@ for s in ("train", "test"):
     expect(made.code, made.stderr).toBe(0);
     const fromParquet = tmp("from-parquet");
     const fromJsonl = tmp("from-jsonl");
-    expect((await runCli(["preprocess", "gsm8k", "-i", input, "-o", fromParquet])).code).toBe(0);
-    expect((await runCli(["preprocess", "gsm8k", "-i", GSM8K, "-o", fromJsonl, "--limit", "40"])).code).toBe(0);
+    expect((await runCliInProcess(["preprocess", "gsm8k", "-i", input, "-o", fromParquet])).code).toBe(0);
+    expect((await runCliInProcess(["preprocess", "gsm8k", "-i", GSM8K, "-o", fromJsonl, "--limit", "40"])).code).toBe(0);
     expect(await readRows(path.join(fromParquet, "test.parquet"))).toEqual(await readRows(path.join(fromJsonl, "test.parquet")));
   });
 
@@ -124,14 +150,14 @@ for s in ("train", "test"):
 
   it("a single file input takes its split from the file name", async () => {
     const out = tmp("single");
-    const result = await runCli(["preprocess", "gsm8k", "-i", path.join(GSM8K, "test.jsonl"), "-o", out, "--split", "test", "--limit", "2"]);
+    const result = await runCliInProcess(["preprocess", "gsm8k", "-i", path.join(GSM8K, "test.jsonl"), "-o", out, "--split", "test", "--limit", "2"]);
     expect(result.code, result.stderr).toBe(0);
     expect((await readParquetInfo(path.join(out, "test.parquet"))).numRows).toBe(2);
   });
 
   it("--variant interaction names the interaction and drops tools_kwargs", async () => {
     const out = tmp("interaction");
-    expect((await runCli(["preprocess", "gsm8k", "-i", GSM8K, "-o", out, "--variant", "interaction", "--split", "test", "--limit", "1"])).code).toBe(0);
+    expect((await runCliInProcess(["preprocess", "gsm8k", "-i", GSM8K, "-o", out, "--variant", "interaction", "--split", "test", "--limit", "1"])).code).toBe(0);
     const [row] = await readRows(path.join(out, "test.parquet"));
     expect(row!.extra_info.interaction_kwargs).toMatchObject({ name: "gsm8k", ground_truth: "18" });
     expect(row!.extra_info.tools_kwargs).toBeUndefined();
@@ -139,9 +165,9 @@ for s in ("train", "test"):
   });
 
   it("rejects bad flag values with exit code 2", async () => {
-    expect((await runCli(["preprocess", "gsm8k", "-i", GSM8K, "--variant", "nope"])).code).toBe(2);
-    expect((await runCli(["preprocess", "gsm8k", "-i", GSM8K, "--limit", "-4"])).code).toBe(2);
-    const missing = await runCli(["preprocess", "gsm8k", "-i", "/nonexistent/gsm8k", "-o", tmp("x")]);
+    expect((await runCliInProcess(["preprocess", "gsm8k", "-i", GSM8K, "--variant", "nope"])).code).toBe(2);
+    expect((await runCliInProcess(["preprocess", "gsm8k", "-i", GSM8K, "--limit", "-4"])).code).toBe(2);
+    const missing = await runCliInProcess(["preprocess", "gsm8k", "-i", "/nonexistent/gsm8k", "-o", tmp("x")]);
     expect(missing.code).toBe(2);
     expect(missing.stderr).toContain("/nonexistent/gsm8k: no such file or folder");
   });
@@ -175,14 +201,14 @@ describe("preprocess gsm8k: bad input is named by file, line or row, and field",
   ])("%s names its line", async (_name, line, text) => {
     const only = tmp("one");
     writeFileSync(path.join(only, "train.jsonl"), `${lines[0]}\n${lines[line - 1]}\n`);
-    const result = await runCli(["preprocess", "gsm8k", "-i", only, "-o", tmp("o"), "--split", "train"]);
+    const result = await runCliInProcess(["preprocess", "gsm8k", "-i", only, "-o", tmp("o"), "--split", "train"]);
     expect(result.code).toBe(2);
     expect(result.stderr).toContain(`${path.join(only, "train.jsonl")}:2: ${text}`);
   });
 
   it("--skip-invalid skips them, reports how many and keeps commas out of the ground truth", async () => {
     const out = tmp("skip");
-    const result = await runCli(["preprocess", "gsm8k", "-i", input, "-o", out, "--skip-invalid", "--json"]);
+    const result = await runCliInProcess(["preprocess", "gsm8k", "-i", input, "-o", out, "--skip-invalid", "--json"]);
     expect(result.code, result.stderr).toBe(0);
     const report = JSON.parse(result.stdout);
     expect(report.splits[0]).toMatchObject({ split: "train", rows: 2, skipped: 4 });
@@ -203,7 +229,7 @@ pq.write_table(pa.Table.from_pylist([{"question": "a", "answer": "#### 1"}, {"qu
       hf,
     ]);
     expect(made.code, made.stderr).toBe(0);
-    const result = await runCli(["preprocess", "gsm8k", "-i", hf, "-o", tmp("o"), "--split", "train"]);
+    const result = await runCliInProcess(["preprocess", "gsm8k", "-i", hf, "-o", tmp("o"), "--split", "train"]);
     expect(result.code).toBe(2);
     expect(result.stderr).toContain(`${path.join(hf, "train.parquet")}: row 1: answer: no '#### <number>' final answer`);
   });
@@ -211,7 +237,7 @@ pq.write_table(pa.Table.from_pylist([{"question": "a", "answer": "#### 1"}, {"qu
   it("a file that is not parquet is a clear error", async () => {
     const hf = tmp("notpq");
     writeFileSync(path.join(hf, "train.parquet"), "this is not parquet");
-    const result = await runCli(["preprocess", "gsm8k", "-i", hf, "-o", tmp("o"), "--split", "train"]);
+    const result = await runCliInProcess(["preprocess", "gsm8k", "-i", hf, "-o", tmp("o"), "--split", "train"]);
     expect(result.code).toBe(2);
     expect(result.stderr).toContain(`${path.join(hf, "train.parquet")}: not a readable parquet file`);
   });
@@ -221,19 +247,19 @@ describe("preprocess gsm8k: outputs are never lost or half-written", () => {
   it("an existing output is an error without --force, and is left untouched", async () => {
     const out = tmp("exists");
     writeFileSync(path.join(out, "test.parquet"), "precious");
-    const result = await runCli(["preprocess", "gsm8k", "-i", GSM8K, "-o", out, "--limit", "2"]);
+    const result = await runCliInProcess(["preprocess", "gsm8k", "-i", GSM8K, "-o", out, "--limit", "2"]);
     expect(result.code).toBe(2);
     expect(result.stderr).toContain("output already exists");
     expect(readFileSync(path.join(out, "test.parquet"), "utf8")).toBe("precious");
     expect(existsSync(path.join(out, "train.parquet"))).toBe(false);
-    const forced = await runCli(["preprocess", "gsm8k", "-i", GSM8K, "-o", out, "--limit", "2", "--force"]);
+    const forced = await runCliInProcess(["preprocess", "gsm8k", "-i", GSM8K, "-o", out, "--limit", "2", "--force"]);
     expect(forced.code).toBe(0);
     expect((await readParquetInfo(path.join(out, "test.parquet"))).numRows).toBe(2);
   });
 
   it("SIGKILL at any point of a --force rewrite leaves each output whole: old or new, never partial", async () => {
     const out = tmp("atomic");
-    expect((await runCli(["preprocess", "gsm8k", "-i", GSM8K, "-o", out, "--limit", "100"])).code).toBe(0);
+    expect((await runCliInProcess(["preprocess", "gsm8k", "-i", GSM8K, "-o", out, "--limit", "100"])).code).toBe(0);
     const before = statSync(path.join(out, "train.parquet")).size;
     const seen = new Set<number>();
     for (const delayMs of [50, 150, 250, 350, 450, 600, 800]) {
@@ -294,7 +320,7 @@ for s in ("train", "test"):
   });
 
   it("offline, it fails with a clear error that points to --input", async () => {
-    const result = await runCli(["preprocess", "gsm8k", "-o", tmp("off")], {
+    const result = await runCliInProcess(["preprocess", "gsm8k", "-o", tmp("off")], {
       env: { HF_ENDPOINT: "http://127.0.0.1:9", AGENTRL_CACHE: tmp("cache-off") },
     });
     expect(result.code).toBe(1);

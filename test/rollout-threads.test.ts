@@ -2,8 +2,10 @@
  * `agentrl rollout --threads N`: trajectories run in worker threads while the main thread keeps the one scheduler and
  * the one output file. Against the fake SGLang server, whose replies are a pure function of the request (the
  * per-sample seed), one thread and two write the same trajectories (every field but the timings; the file is in
- * completion order, so they are compared by id) and report the same counts; a thread that crashes or cannot start
- * fails the run naming the thread and the samples it held; nothing is left in the temp folder.
+ * completion order, so they are compared by id) and report the same counts, and two threads with output.order=sample
+ * write those same trajectories in sample order; a thread that crashes or cannot start fails the run naming the
+ * thread and the samples it held; nothing is left in the temp folder. (One thread refusing a too-long prompt is
+ * test/inputs-before-outputs.test.ts's; here two threads must refuse it the same way.)
  */
 import { existsSync, readdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
@@ -78,13 +80,20 @@ afterAll(async () => {
 });
 
 describe("agentrl rollout --threads", () => {
+  /** One thread, two threads, and two threads with output.order=sample: started together in the first test. */
+  let runs: Promise<Array<{ report: Record<string, unknown>; trajectories: Trajectory[] }>> | undefined;
+  const threeRuns = () =>
+    (runs ??= Promise.all(
+      [[1, []], [2, []], [2, ["--set", "output.order=sample"]]].map(async ([threads, extra], i) => {
+        const out = path.join(work, `${i === 2 ? "ordered-" : ""}t${threads}.jsonl`);
+        const result = await rollout(threads as number, out, extra as string[]);
+        expect(result.code, result.stderr).toBe(0);
+        return { report: JSON.parse(result.stdout) as Record<string, unknown>, trajectories: await readAllTrajectories(out) };
+      }),
+    ));
+
   it("writes the same trajectories and reports the same counts with 1 and 2 threads", async () => {
-    const runs = await Promise.all([1, 2].map(async (threads) => {
-      const out = path.join(work, `t${threads}.jsonl`);
-      const result = await rollout(threads, out);
-      expect(result.code, result.stderr).toBe(0);
-      return { report: JSON.parse(result.stdout) as Record<string, unknown>, trajectories: await readAllTrajectories(out) };
-    }));
+    const runs = (await threeRuns()).slice(0, 2);
     const [one, two] = runs.map(({ trajectories }) => new Map(trajectories.map((t: Trajectory) => [t.id, withoutTimings(t)])));
     expect(one!.size).toBe(PROMPTS * N);
     expect([...two!.keys()].sort()).toEqual([...one!.keys()].sort());
@@ -96,16 +105,17 @@ describe("agentrl rollout --threads", () => {
     expect(reportTwo).toEqual(reportOne);
   });
 
-  it("with output.order=sample, 1 and 2 threads write the same file, in the same order", async () => {
-    const runs = await Promise.all([1, 2].map(async (threads) => {
-      const out = path.join(work, `ordered-t${threads}.jsonl`);
-      const result = await rollout(threads, out, ["--set", "output.order=sample"]);
-      expect(result.code, result.stderr).toBe(0);
-      return (await readAllTrajectories(out)).map((t: Trajectory) => withoutTimings(t));
-    }));
+  it("with output.order=sample, 2 threads write the trajectories of 1 thread, in sample order", async () => {
+    // output.order only sets how the main thread's writer orders the file (src/rollout/command.ts writerOptions), for
+    // any number of threads: so the one-thread run in completion order, put in sample order, is what the file must be.
+    const [one, , ordered] = await threeRuns();
+    const inSampleOrder = [...one!.trajectories]
+      .sort((a, b) => a.data_index - b.data_index || a.sample_index - b.sample_index)
+      .map((t) => withoutTimings(t));
+    const written = ordered!.trajectories.map((t) => withoutTimings(t));
     const ids = (run: unknown[]) => run.map((t) => (t as Trajectory).id);
-    expect(ids(runs[0]!)).toEqual(Array.from({ length: PROMPTS * N }, (_, k) => `${Math.floor(k / N)}:${k % N}`));
-    expect(runs[1]).toEqual(runs[0]);
+    expect(ids(written)).toEqual(Array.from({ length: PROMPTS * N }, (_, k) => `${Math.floor(k / N)}:${k % N}`));
+    expect(written).toEqual(inSampleOrder);
   });
 
   it("the threads' clients are one server pool: two servers, two threads, one request on each server at a time", async () => {
@@ -146,14 +156,14 @@ describe("agentrl rollout --threads", () => {
   });
 
   it("refuses a too-long prompt as one thread does, when filter_overlong_prompts is off", async () => {
+    // One thread's refusal (exit 2, the row named, no output file) is test/inputs-before-outputs.test.ts's.
     const extra = ["--set", "data.filter_overlong_prompts=false", "--set", "data.max_prompt_length=8"];
-    const out = (threads: number) => path.join(work, `long${threads}.jsonl`);
-    const [one, two] = await Promise.all([1, 2].map((threads) => rollout(threads, out(threads), extra)));
-    expect(one!.code).toBe(2);
-    expect(two!.code, two!.stderr).toBe(2);
-    for (const result of [one!, two!]) expect(result.stderr).toMatch(/train\.parquet: row 0: the rendered prompt has \d+ tokens, over data\.max_prompt_length=8/);
+    const out = path.join(work, "long2.jsonl");
+    const two = await rollout(2, out, extra);
+    expect(two.code, two.stderr).toBe(2);
+    expect(two.stderr).toMatch(/train\.parquet: row 0: the rendered prompt has \d+ tokens, over data\.max_prompt_length=8/);
     // Found before the output exists, as every other input error: no partial file blocks the corrected re-run.
-    expect([existsSync(out(1)), existsSync(out(2))]).toEqual([false, false]);
+    expect(existsSync(out)).toBe(false);
   });
 
   it("over-sampling's abort reaches the threads: the stragglers end as over_sample", async () => {

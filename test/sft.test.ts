@@ -7,11 +7,15 @@
  * - trajectory files are filtered by status and data.min_reward (rejection-sampling fine-tuning);
  * - a short run on the CPU demo's model lowers the loss, reports the validation loss, writes a Hugging Face folder,
  *   and --resume after it continues from the checkpoint with every step logged once.
+ * The first bad-input case runs the built CLI in its own process, the others the same command line through the CLI's
+ * main() in the test process (runCliInProcess: the same exit code and message, without a Node start-up each). The
+ * Qwen3 chat model the example checks tokenize with is loaded once and shared.
  */
 import { readFileSync, writeFileSync, existsSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { REPO_ROOT, runCli } from "./helpers/cli.js";
+import { runCliInProcess } from "./helpers/in-process-cli.js";
 import { QWEN3_DIR } from "./helpers/qwen3.js";
 import { loadChatModel } from "../src/chat/index.js";
 import { sftConfigSchema } from "../src/sft/config.js";
@@ -23,6 +27,10 @@ import { VAULT_TOOL_SCHEMA, vaultDemonstration } from "../src/data/vault.js";
 import { tempDir } from "./helpers/tmp.js";
 
 const scratch = tempDir("sft");
+
+/** The Qwen3 chat model, loaded once for the checks that tokenize (loadExamples only reads it). */
+let qwen3: ReturnType<typeof loadChatModel> | undefined;
+const chatModel = () => (qwen3 ??= loadChatModel(QWEN3_DIR));
 
 const TOOLS = [
   {
@@ -65,7 +73,7 @@ describe("sft examples", () => {
     const shown = await runCli(["template", "--model", QWEN3_DIR, "--messages", messagesFile, "--json"]);
     expect(shown.code, shown.stderr).toBe(0);
     const template = JSON.parse(shown.stdout) as { ids: number[]; mask: number[] };
-    const model = await loadChatModel(QWEN3_DIR);
+    const model = await chatModel();
     const { examples, counts } = await loadExamples(model, [data], config());
     expect(counts).toMatchObject({ rows: 1, kept: 1, truncated: 0, dropped: 0 });
     expect(examples[0]!.ids).toEqual(template.ids);
@@ -82,7 +90,7 @@ describe("sft examples", () => {
     const short = { messages: [{ role: "user", content: "hi" }, { role: "assistant", content: "hello" }] };
     const long = { messages: CONVERSATION, tools: TOOLS };
     const data = writeJsonl("mixed.jsonl", [short, long, short]);
-    const model = await loadChatModel(QWEN3_DIR);
+    const model = await chatModel();
     const full = (await loadExamples(model, [data], config({ data: { max_length: 100000 } }))).examples;
     const shortLength = full[0]!.ids.length;
     // Cuts the long conversation inside its last turn, so it keeps loss tokens of its first assistant turn.
@@ -111,7 +119,7 @@ describe("sft examples", () => {
     ];
     for (const t of trajectories) await writer.write(t);
     await writer.close();
-    const model = await loadChatModel(QWEN3_DIR);
+    const model = await chatModel();
     const { examples, counts } = await loadExamples(model, [file], config({ data: { min_reward: 1 } }));
     expect(counts).toMatchObject({ rows: 3, kept: 1, filtered: 2 });
     const t = trajectories[0]!;
@@ -120,7 +128,7 @@ describe("sft examples", () => {
   });
 
   it("reads trajectory files of format 1 (JSON text fields) too", async () => {
-    const model = await loadChatModel(QWEN3_DIR);
+    const model = await chatModel();
     const file = path.join(REPO_ROOT, "test", "fixtures", "trajectories-format1", "format1.parquet");
     const { examples, counts } = await loadExamples(model, [file], config({ data: { min_reward: 1 } }));
     expect(counts).toMatchObject({ rows: 3, kept: 1, filtered: 2 });
@@ -185,7 +193,8 @@ describe("agentrl sft, bad input", () => {
   const names = ["no-role", "unknown-tool", "no-messages"];
   it.each(cases.map((c, i) => [...c, names[i]!] as const))("%s: exit 2 naming the file, row and field", async (_what, rows, message, name) => {
     const data = writeJsonl(`${name}.jsonl`, rows);
-    const result = await runCli(["sft", "--config", configFile(data)]);
+    const run = name === names[0] ? runCli : runCliInProcess;
+    const result = await run(["sft", "--config", configFile(data)]);
     expect(result.code).toBe(2);
     expect(result.stderr).toMatch(message);
     expect(result.stderr).not.toMatch(/\n\s+at /); // no stack trace

@@ -1,21 +1,27 @@
 /**
  * The CPU demo end to end (issue 7; docs/cpu-demo.md), shortened: the built CLI warm-starts the demo model with a
  * short `agentrl sft` on the committed demonstrations (so it calls the tool from the first step), then runs `agentrl
- * train` on the demo's task (embedded engine, training worker, the vault task) with a fixed seed, then again killed
- * with SIGKILL between steps and resumed with --resume, and again stopped with Ctrl-C and resumed. It checks what a
- * user of the loop relies on:
+ * train` on the demo's task (embedded engine, training worker, the vault task) with a fixed seed, then runs it again
+ * as a user would (its own folder, --set, --steps, --name: runs/<name>), killed with SIGKILL between steps, resumed with
+ * --resume and stopped with Ctrl-C, then resumed by running the printed hint verbatim. It checks what a user of the
+ * loop relies on:
  * - trajectories hold executed tool calls (parsed from the template's own qwen25 format, run, response appended);
  * - the weight version advances every step;
  * - at step 1 the importance ratio is exactly 1 and the KL to the reference is 0;
  * - metrics.jsonl has one complete line per step;
- * - the killed and resumed run uses the same prompts, step by step, as the uninterrupted one.
+ * - the killed, interrupted and resumed run uses the same prompts, step by step, as the uninterrupted one, and logs
+ *   each step once;
+ * - the Ctrl-C resume hint of `agentrl train` works as printed (issue 15, item 6; the hint of `agentrl sft` and the
+ *   hint's unit tests are test/resume-hint.test.ts): it names the run folder's own config.yaml, which holds every
+ *   --set, --steps and --name of the run.
  * Also: the demo's tokenizer loads in the chat layer (end-of-turn token, bridge), a clean call conversation passes the
  * drift check, and the committed tokenizer is what agentrl_worker.synthetic_tokenizer writes. That the demo learns
  * its task is test/demo-learns.test.ts.
  */
 import { spawn } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
+import { dump as dumpYaml, load as loadYaml } from "js-yaml";
 import { beforeAll, describe, expect, it } from "vitest";
 import { CLI, REPO_ROOT, runCli } from "./helpers/cli.js";
 import { runPython } from "./helpers/python.js";
@@ -24,16 +30,20 @@ import { getParser } from "../src/parsers/index.js";
 import { readPrompts, sampleOf } from "../src/rollout/sample.js";
 import { scoreVault } from "../src/rewards/index.js";
 import { loadToolRegistry, runToolCall } from "../src/tools/index.js";
+import { shellQuote } from "../src/train/resume-hint.js";
 import type { Trajectory } from "../src/data/trajectory.js";
-import { DEMO_CONFIG, dataOrder, readMetrics, readStep, stateStep, type Metrics } from "./helpers/train.js";
+import { DEMO_CONFIG, dataOrder, pad6, readMetrics, readStep, stateStep, type Metrics } from "./helpers/train.js";
 import { tempDir } from "./helpers/tmp.js";
 
 const CONFIG = DEMO_CONFIG;
 const MODEL = path.join(REPO_ROOT, "examples", "cpu-demo", "model");
-/** The uninterrupted run, and the resume checks: killed after KILL_AFTER_STEP, then resumed to the end. */
+/**
+ * The uninterrupted run's steps, and the interrupted run's: killed after KILL_AFTER_STEP, resumed and stopped with
+ * Ctrl-C once its first step (KILL_AFTER_STEP + 1) is printed, then resumed to the end. Ctrl-C lets the step in flight
+ * finish: the steps after it leave room for that one and one more, should the signal come late.
+ */
 const STEPS = 5;
-const RESUME_STEPS = STEPS;
-const KILL_AFTER_STEP = 3;
+const KILL_AFTER_STEP = 1;
 /** SFT steps of the warm start: enough for a clean call on every prompt, far short of the task. */
 const SFT_STEPS = 60;
 const RUN_TIMEOUT_MS = 420_000;
@@ -42,47 +52,45 @@ const scratch = tempDir("train-demo");
 const warmStart = path.join(scratch, "sft");
 
 /**
- * The demo config (4 prompts × 8 a step), shortened: from the warm start, a checkpoint every step, no validation, and
- * the shaped vault reward, whose tool step reward the tool-call checks read.
+ * The demo config (4 prompts × 8 a step), shortened: from the warm start, no validation, and the shaped vault reward,
+ * whose tool step reward the tool-call checks read. `saveFreq`: a checkpoint every N steps (-1: at the end only).
  */
-function trainArgs(runDir: string, steps = STEPS): string[] {
+function trainSets(saveFreq: number): string[] {
   return [
-    "train", "--config", CONFIG, "--json",
     "--set", `actor_rollout_ref.model.path=${path.join(warmStart, "model")}`,
     "--set", "custom_reward_function.reward_kwargs.shaped=true",
-    "--set", `trainer.default_local_dir=${runDir}`,
-    "--set", `trainer.total_training_steps=${steps}`,
-    "--set", "trainer.save_freq=1",
+    "--set", `trainer.save_freq=${saveFreq}`,
     "--set", "trainer.test_freq=-1",
     "--set", "actor_rollout_ref.actor.optim.lr=5.0e-4",
   ];
 }
 
-/** Starts `agentrl train` and SIGKILLs it once the checkpoint of `step` is recorded, i.e. between two steps. */
-function trainKilledAfter(runDir: string, step: number): Promise<{ killed: boolean; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI, ...trainArgs(runDir, RESUME_STEPS)], {
-      cwd: REPO_ROOT,
-      env: { ...process.env, NO_COLOR: "1" },
-      stdio: ["ignore", "ignore", "pipe"],
-    });
-    let stderr = "";
-    let killed = false;
-    child.stderr.on("data", (chunk) => (stderr += chunk));
-    const poll = setInterval(() => {
-      if (stateStep(runDir) >= step && !killed) {
-        killed = true;
-        child.kill("SIGKILL");
-      }
-    }, 50);
-    const timer = setTimeout(() => child.kill("SIGKILL"), RUN_TIMEOUT_MS);
-    child.on("error", reject);
-    child.on("close", () => {
-      clearInterval(poll);
-      clearTimeout(timer);
-      resolve({ killed, stderr });
-    });
+/** `agentrl` (the built CLI) started in `cwd`, its output collected; `command` may be another program (a shell). */
+function start(cwd: string, args: string[], command: string = process.execPath, env: NodeJS.ProcessEnv = {}) {
+  const child = spawn(command, command === process.execPath ? [CLI, ...args] : args, {
+    cwd,
+    env: { ...process.env, NO_COLOR: "1", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
   });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (chunk) => (stdout += chunk));
+  child.stderr.on("data", (chunk) => (stderr += chunk));
+  // Listening from the start: a run that exits on its own before the test stops it must fail the test, not hang it.
+  const exited = new Promise<number | null>((resolve, reject) => {
+    child.on("error", reject);
+    child.on("close", (code) => resolve(code));
+  });
+  const timer = setTimeout(() => child.kill("SIGKILL"), RUN_TIMEOUT_MS);
+  void exited.finally(() => clearTimeout(timer));
+  return { child, exited, stdout: () => stdout, stderr: () => stderr, running: () => child.exitCode === null && child.signalCode === null };
+}
+
+/** Polls `condition` every 50 ms while `running` holds, up to the run's time limit; whether it came true. */
+async function waitFor(condition: () => boolean, running: () => boolean): Promise<boolean> {
+  const deadline = Date.now() + RUN_TIMEOUT_MS;
+  while (!condition() && running() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+  return condition();
 }
 
 const CALL_BODY = '\n{"name": "open_vault", "arguments": {}}\n';
@@ -188,7 +196,6 @@ describe("the CPU demo's tokenizer and template", () => {
 
 describe("agentrl train on the CPU demo", () => {
   const straight = path.join(scratch, "straight");
-  const resumed = path.join(scratch, "resumed");
   let straightRun: Awaited<ReturnType<typeof runCli>>;
   let metrics: Metrics[];
   let trajectories: Trajectory[] = [];
@@ -199,7 +206,11 @@ describe("agentrl train on the CPU demo", () => {
       { timeoutMs: RUN_TIMEOUT_MS },
     );
     expect(sft.code, sft.stderr).toBe(0);
-    straightRun = await runCli(trainArgs(straight), { timeoutMs: RUN_TIMEOUT_MS });
+    // No checkpoint before the end: nothing here reads one (the interrupted run below needs its own).
+    straightRun = await runCli(
+      ["train", "--config", CONFIG, "--json", ...trainSets(-1), "--set", `trainer.default_local_dir=${straight}`, "--set", `trainer.total_training_steps=${STEPS}`],
+      { timeoutMs: RUN_TIMEOUT_MS },
+    );
     if (straightRun.code === 0) {
       metrics = readMetrics(straight);
       for (let step = 1; step <= STEPS; step++) trajectories.push(...(await readStep(straight, step)));
@@ -261,44 +272,71 @@ describe("agentrl train on the CPU demo", () => {
     }
   });
 
-  it("after SIGKILL between steps, --resume uses the same prompts step by step as the uninterrupted run", async () => {
-    const killed = await trainKilledAfter(resumed, KILL_AFTER_STEP);
-    expect(killed.killed, killed.stderr).toBe(true);
-    expect(stateStep(resumed)).toBe(KILL_AFTER_STEP);
-    const again = await runCli([...trainArgs(resumed, RESUME_STEPS), "--resume"], { timeoutMs: RUN_TIMEOUT_MS });
-    expect(again.code, again.stderr).toBe(0);
-    expect(readMetrics(resumed).map((m) => m.step)).toEqual(Array.from({ length: RESUME_STEPS }, (_, i) => i + 1));
-    expect(existsSync(path.join(resumed, "rollouts", `step-${String(RESUME_STEPS).padStart(6, "0")}.parquet`))).toBe(true);
-    const order = await dataOrder(resumed, RESUME_STEPS);
-    expect(order.every((step) => step.length === 4 * 8)).toBe(true);
-    expect(order).toEqual(await dataOrder(straight, RESUME_STEPS));
-  }, 2 * RUN_TIMEOUT_MS);
+  it("killed with SIGKILL between steps, resumed and stopped with Ctrl-C (exit 130, a checkpoint of the last finished step), then resumed by the printed hint verbatim: each step once, the same prompts step by step as the uninterrupted run", async () => {
+    // As a user runs it: its own working folder, the run folder runs/<--name> in it, the demo's GRPO config with its
+    // relative paths (relative to the repository) made absolute, and --set, --steps and --name on the command line.
+    const cwd = path.join(scratch, "interrupted");
+    mkdirSync(cwd);
+    const tree = loadYaml(readFileSync(CONFIG, "utf8")) as TrainTree;
+    const absolute = (p: string) => path.join(REPO_ROOT, p);
+    tree.data.train_files = absolute(tree.data.train_files);
+    tree.data.val_files = absolute(tree.data.val_files);
+    tree.actor_rollout_ref.model.path = absolute(tree.actor_rollout_ref.model.path);
+    tree.actor_rollout_ref.rollout.multi_turn.tool_config_path = absolute(tree.actor_rollout_ref.rollout.multi_turn.tool_config_path);
+    const config = path.join(cwd, "grpo.yaml");
+    writeFileSync(config, dumpYaml(tree));
+    const runDir = path.join(cwd, "runs", "hint-run");
+    // A checkpoint every step, so that the kill lands between two steps.
+    const args = ["train", "--config", config, "--json", ...trainSets(1), "--steps", String(STEPS), "--name", "hint-run"];
 
-  it("Ctrl-C (SIGINT) checkpoints the last finished step and exits 130; --resume finishes the run with each step once", async () => {
-    const interrupted = path.join(scratch, "interrupted");
-    // No periodic checkpoints: the one on disk after SIGINT is the one the interrupt wrote.
-    const args = [...trainArgs(interrupted, RESUME_STEPS), "--set", "trainer.save_freq=-1"];
-    const child = spawn(process.execPath, [CLI, ...args], { cwd: REPO_ROOT, stdio: ["ignore", "pipe", "pipe"] });
-    // Listening from the start: a run that exits on its own before step 2 must fail the test, not hang it.
-    const closed = new Promise((resolve) => child.on("close", resolve));
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (chunk) => (stdout += chunk));
-    child.stderr.on("data", (chunk) => (stderr += chunk));
-    const deadline = Date.now() + RUN_TIMEOUT_MS;
-    while (!stdout.includes('"event":"step","step":2') && Date.now() < deadline && child.exitCode === null) {
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
-    child.kill("SIGINT");
-    const code = await closed;
-    expect(code, stderr).toBe(130);
-    expect(stderr).toContain("--resume");
-    const stopped = stateStep(interrupted);
-    expect(stopped).toBeGreaterThanOrEqual(2);
-    expect(stopped).toBeLessThan(RESUME_STEPS);
-    const again = await runCli([...args, "--resume"], { timeoutMs: RUN_TIMEOUT_MS });
-    expect(again.code, again.stderr).toBe(0);
-    expect(readMetrics(interrupted).map((m) => m.step)).toEqual(Array.from({ length: RESUME_STEPS }, (_, i) => i + 1));
-    expect(await dataOrder(interrupted, RESUME_STEPS)).toEqual(await dataOrder(straight, RESUME_STEPS));
-  }, 2 * RUN_TIMEOUT_MS);
+    // 1. SIGKILL once the checkpoint of KILL_AFTER_STEP is recorded, i.e. between two steps.
+    const killed = start(cwd, args);
+    const reached = await waitFor(() => stateStep(runDir) >= KILL_AFTER_STEP, killed.running);
+    killed.child.kill("SIGKILL");
+    await killed.exited;
+    expect(reached, killed.stderr()).toBe(true);
+    expect(stateStep(runDir)).toBe(KILL_AFTER_STEP);
+
+    // 2. --resume, and Ctrl-C (SIGINT) after its first step. No periodic checkpoints from here: the one on disk after
+    //    SIGINT is the one the interrupt wrote.
+    const interrupted = start(cwd, [...args, "--resume", "--set", "trainer.save_freq=-1"]);
+    const stepped = await waitFor(() => interrupted.stdout().includes(`"event":"step","step":${KILL_AFTER_STEP + 1}`), interrupted.running);
+    interrupted.child.kill("SIGINT");
+    const code = await interrupted.exited;
+    expect(stepped, interrupted.stderr()).toBe(true);
+    expect(code, interrupted.stderr()).toBe(130);
+    expect(interrupted.stderr()).toContain("--resume");
+    const stopped = stateStep(runDir);
+    expect(stopped).toBeGreaterThanOrEqual(KILL_AFTER_STEP + 1);
+    expect(stopped).toBeLessThan(STEPS);
+    const hint = /^resume with: (.+)$/m.exec(interrupted.stderr())?.[1];
+    expect(hint, interrupted.stderr()).toBe(`agentrl train --config ${path.join("runs", "hint-run", "config.yaml")} --resume`);
+
+    // 3. The printed hint, run verbatim by a shell with `agentrl` on PATH (as an installed CLI is): it resumes the same
+    //    run (its --set, --steps and --name) and finishes it.
+    const bin = path.join(cwd, "bin");
+    mkdirSync(bin);
+    writeFileSync(path.join(bin, "agentrl"), `#!/bin/sh\nexec ${shellQuote(process.execPath)} ${shellQuote(CLI)} "$@"\n`);
+    chmodSync(path.join(bin, "agentrl"), 0o755);
+    const resumed = start(cwd, ["-c", hint!], "sh", { PATH: `${bin}${path.delimiter}${process.env.PATH ?? ""}` });
+    expect(await resumed.exited, resumed.stderr()).toBe(0);
+    expect(resumed.stdout()).toContain(`resumed from checkpoints/step-${pad6(stopped)}`);
+    expect(readMetrics(runDir).map((m) => m.step)).toEqual(Array.from({ length: STEPS }, (_, i) => i + 1));
+    expect(existsSync(path.join(runDir, "rollouts", `step-${pad6(STEPS)}.parquet`))).toBe(true);
+    const order = await dataOrder(runDir, STEPS);
+    expect(order.every((step) => step.length === 4 * 8)).toBe(true);
+    expect(order).toEqual(await dataOrder(straight, STEPS));
+    // The run's config.yaml kept the --set values, and no other run folder (the config's experiment_name) was made.
+    const stored = loadYaml(readFileSync(path.join(runDir, "config.yaml"), "utf8")) as TrainTree;
+    expect(stored.actor_rollout_ref.model.path).toBe(path.join(warmStart, "model"));
+    expect(stored.actor_rollout_ref.actor.optim.lr).toBe(5.0e-4);
+    expect(existsSync(path.join(cwd, "runs", tree.trainer.experiment_name))).toBe(false);
+  }, 3 * RUN_TIMEOUT_MS);
 });
+
+/** The keys of the demo's train config that the test reads or rewrites. */
+interface TrainTree {
+  data: { train_files: string; val_files: string };
+  actor_rollout_ref: { model: { path: string }; actor: { optim: { lr: number } }; rollout: { multi_turn: { tool_config_path: string } } };
+  trainer: { experiment_name: string };
+}

@@ -1,17 +1,20 @@
 /**
  * Faults during `agentrl train` on the CPU demo (issue 9, "Worker" and "CLI"): the built CLI runs the demo
- * (embedded engine, training worker, the vault task) into a temporary run folder and the test breaks it:
- * - a worker rank SIGKILLed in the middle of an update: the run stops with exit 1, a worker error and the hint to
- *   resume from the last checkpoint, leaves no process behind, and --resume redoes the steps after that checkpoint;
- * - the CLI SIGKILLed before the run's first checkpoint: --resume starts the run over; then the same run SIGKILLed,
- *   interrupted (SIGINT, exit 130) and SIGKILLed again at seeded random points of rollout and training (the log
- *   says which phase each signal hit), resumed each time; no process of a killed run is left behind.
- * After each, the run must lose nothing and duplicate nothing: metrics.jsonl holds each step exactly once, state.json
+ * (embedded engine, training worker, the vault task) into a temporary run folder and the test breaks it, one fault
+ * after the other in the same run, resumed with --resume after each (each run costs the Python start-up, so the faults
+ * share the resumes):
+ * - the CLI SIGKILLed before the run's first checkpoint: --resume starts the run over;
+ * - then SIGKILLed, interrupted (SIGINT, exit 130) and SIGKILLed again at seeded random points of rollout and
+ *   training (the log says which phase each signal hit); no process of a killed run is left behind;
+ * - then (the run resumed with its end set two steps after its checkpoint) a worker rank SIGKILLed in the middle of an
+ *   update: the run stops with exit 1, a worker error and the hint to resume from the last checkpoint, leaves no
+ *   process behind, and --resume redoes the steps after that checkpoint.
+ * After all, the run must lose nothing and duplicate nothing: metrics.jsonl holds each step exactly once, state.json
  * and the last checkpoint are at the last step (the optimizer stepped once per step in the checkpoint's lineage), and
  * every step used the prompts that the seeded data order gives an uninterrupted run.
  * train-demo.test.ts covers SIGKILL between steps and SIGINT after a given step, against an uninterrupted run.
  */
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, statSync } from "node:fs";
 import path from "node:path";
 import { load as loadYaml } from "js-yaml";
 import { afterAll, describe, expect, it } from "vitest";
@@ -116,13 +119,25 @@ async function survivors(pids: number[], graceMs: number): Promise<number[]> {
   return pids.filter(isRunning);
 }
 
-/** The loop's log-prob file of a step after `afterStep`, once the log-prob pass of that step has written it. */
-function logProbFileAfter(runDir: string, afterStep: number): { step: number; file: string } | undefined {
+/**
+ * The loop's log-prob file of a step after `afterStep`, once the log-prob pass of that step has written it (at
+ * `sinceMs` or later: not one a killed run left).
+ */
+function logProbFileAfter(runDir: string, afterStep: number, sinceMs: number): { step: number; file: string } | undefined {
   for (const { name, file } of loopFiles(runDir)) {
     const match = /^logprobs-(\d+)\.safetensors$/.exec(name);
-    if (match && Number(match[1]) > afterStep) return { step: Number(match[1]), file };
+    if (match && Number(match[1]) > afterStep && modifiedMs(file) >= sinceMs) return { step: Number(match[1]), file };
   }
   return undefined;
+}
+
+/** When `file` was last written; -1 when it is gone meanwhile. */
+function modifiedMs(file: string): number {
+  try {
+    return statSync(file).mtimeMs;
+  } catch {
+    return -1;
+  }
 }
 
 /** The prompts each step of an uninterrupted run takes: the seeded data order of the run's effective config. */
@@ -174,75 +189,12 @@ async function expectComplete(runDir: string, total: number): Promise<void> {
 }
 
 describe("agentrl train under faults (CPU demo)", () => {
-  it("a worker rank SIGKILLed mid-update: exit 1 with the worker error and the resume hint, no process left; --resume redoes the steps after the checkpoint", async () => {
-    const runDir = path.join(scratch, "worker-killed");
-    const total = 4;
-    const args = trainArgs(runDir, total, 2);
-    const run = start(args);
-
-    // logprobs-N appears once the log-prob pass of step N is done and goes once the update has returned: in between,
-    // the worker is updating. Kill the rank there, in a step after the first checkpoint (step 2); should a busy
-    // machine make the test miss one step's update, it takes the next step's.
-    let target: { step: number; file: string } | undefined;
-    let processes: TrainProcesses | undefined;
-    let checkpointAtKill = 0;
-    for (let missed = 0; target === undefined; ) {
-      const found: { at?: { step: number; file: string } } = {};
-      const seen = await pollUntil(
-        () => stateStep(runDir) >= 2 && (found.at = logProbFileAfter(runDir, Math.max(stateStep(runDir), missed))) !== undefined,
-        { timeoutMs: RUN_TIMEOUT_MS, everyMs: 10, alive: run.running },
-      );
-      expect(seen, `no update phase seen after step ${missed}\n${run.stderr()}`).toBe(true);
-      await sleep(20); // past the log-prob reply, into the update
-      processes = trainProcesses(run.pid);
-      checkpointAtKill = stateStep(runDir);
-      const rank = processes.ranks[0];
-      if (rank && processes.ranks.length === 1 && existsSync(found.at!.file)) {
-        process.kill(rank.pid, "SIGKILL");
-        target = found.at!;
-        console.log(`killed worker rank ${rank.pid} during the update of step ${target.step} (checkpoint: step ${checkpointAtKill})`);
-      } else {
-        missed = found.at!.step;
-      }
-    }
-    // The demo runs one rank, which the CLI starts without torchrun.
-    expect(processes!.ranks, JSON.stringify(processes!.all)).toHaveLength(1);
-    expect(processes!.ranks[0]!.ppid).toBe(run.pid);
-    expect(processes!.torchrun, JSON.stringify(processes!.all)).toBeUndefined();
-    expect(processes!.engine).toBeDefined();
-
-    const killedAt = Date.now();
-    const exit = await exitOf(run);
-    console.log(`the CLI exited ${((Date.now() - killedAt) / 1000).toFixed(1)} s after the kill`);
-    expect(exit.hung, run.stderr()).toBe(false);
-    expect(exit.code, run.stderr()).toBe(1);
-    const stderr = run.stderr();
-    expect(stderr).toMatch(/^error: .*worker/m); // the worker failure, named
-    expect(stderr).toContain("SIGKILL"); // and, from the worker's log tail, how the rank died
-    expect(stderr).toContain(
-      `hint: resume from checkpoints/step-${pad6(checkpointAtKill)} with: agentrl train --config ${path.join(runDir, "config.yaml")} --resume`,
-    );
-    expect(await survivors(processes!.all.map((p) => p.pid), 10_000), JSON.stringify(processes!.all)).toEqual([]);
-    // The killed step left nothing behind that counts as done.
-    expect(stateStep(runDir)).toBe(checkpointAtKill);
-    expect(readMetrics(runDir).map((m) => m.step)).toEqual(Array.from({ length: target.step - 1 }, (_, i) => i + 1));
-    expect(existsSync(path.join(runDir, "rollouts", `step-${pad6(target.step)}.parquet`))).toBe(false);
-
-    const again = await finish([...args, "--resume"]);
-    expect(again.code, again.stderr).toBe(0);
-    const events = again.stdout.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l) as { event: string; step?: number; message?: string });
-    expect(events.some((e) => e.event === "note" && e.message?.startsWith(`resumed from checkpoints/step-${pad6(checkpointAtKill)}`))).toBe(true);
-    // Every step after the checkpoint is done again, the killed one included, and none before it.
-    expect(events.filter((e) => e.event === "step").map((e) => e.step)).toEqual(
-      Array.from({ length: total - checkpointAtKill }, (_, i) => checkpointAtKill + 1 + i),
-    );
-    await expectComplete(runDir, total);
-  }, 2 * RUN_TIMEOUT_MS);
-
-  it("SIGKILL before the first checkpoint, then SIGKILL, SIGINT, SIGKILL at seeded random points, resumed each time: nothing lost, nothing twice", async () => {
+  // One run folder through every fault, resumed after each: a run costs ~10 s of Python start-up before its first
+  // step, so the faults share the resumes (and the final checks) instead of each starting its own run.
+  it("SIGKILL before the first checkpoint, then SIGKILL, SIGINT, SIGKILL at seeded random points, then a worker rank SIGKILLed mid-update, resumed each time: nothing lost, nothing twice", async () => {
     const runDir = path.join(scratch, "kills");
-    const total = 10;
-    const args = trainArgs(runDir, total, 2);
+    // Room for the signals: each resumed run is stopped within 2.5 s of its first step, well before step 10.
+    const args = trainArgs(runDir, 10, 2);
 
     // 1. SIGKILL right after step 1, before the first checkpoint (step 2): nothing to continue from.
     const first = start(args);
@@ -290,8 +242,75 @@ describe("agentrl train under faults (CPU demo)", () => {
         expect(await survivors(pids, 10_000)).toEqual([]);
       }
     }
-    const again = await finish([...args, "--resume"]);
+
+    // 3. Resumed again, and the worker rank SIGKILLed in the middle of an update: the run stops with exit 1, the
+    //    worker error and the hint to resume from the last checkpoint, and leaves no process behind. From here on the
+    //    run ends two steps after its checkpoint (2 at least), as a 4-step run with a checkpoint every 2 steps would:
+    //    the update to kill comes in the first of them, the second is there should the test miss that one.
+    const total = Math.max(stateStep(runDir), 2) + 2;
+    const finalArgs = trainArgs(runDir, total, 2);
+    // The run killed before may have left its scratch files (this run clears them once its loop starts): only files
+    // written since this run started count.
+    const startedAt = Date.now();
+    const run = start([...finalArgs, "--resume"]);
+    // logprobs-N appears once the log-prob pass of step N is done and goes once the update has returned: in between,
+    // the worker is updating. Kill the rank there, in a step after the run's first checkpoint (step 2); should a busy
+    // machine make the test miss one step's update, it takes the next step's.
+    let target: { step: number; file: string } | undefined;
+    let processes: TrainProcesses | undefined;
+    let checkpointAtKill = 0;
+    for (let missed = 0; target === undefined; ) {
+      const found: { at?: { step: number; file: string } } = {};
+      const seen = await pollUntil(
+        () => stateStep(runDir) >= 2 && (found.at = logProbFileAfter(runDir, Math.max(stateStep(runDir), missed), startedAt)) !== undefined,
+        { timeoutMs: RUN_TIMEOUT_MS, everyMs: 10, alive: run.running },
+      );
+      expect(seen, `no update phase seen after step ${missed}\n${run.stderr()}`).toBe(true);
+      await sleep(20); // past the log-prob reply, into the update
+      processes = trainProcesses(run.pid);
+      checkpointAtKill = stateStep(runDir);
+      const rank = processes.ranks[0];
+      if (rank && processes.ranks.length === 1 && existsSync(found.at!.file)) {
+        process.kill(rank.pid, "SIGKILL");
+        target = found.at!;
+        console.log(`killed worker rank ${rank.pid} during the update of step ${target.step} (checkpoint: step ${checkpointAtKill})`);
+      } else {
+        missed = found.at!.step;
+      }
+    }
+    // The demo runs one rank, which the CLI starts without torchrun.
+    expect(processes!.ranks, JSON.stringify(processes!.all)).toHaveLength(1);
+    expect(processes!.ranks[0]!.ppid).toBe(run.pid);
+    expect(processes!.torchrun, JSON.stringify(processes!.all)).toBeUndefined();
+    expect(processes!.engine).toBeDefined();
+
+    const killedAt = Date.now();
+    const exit = await exitOf(run);
+    console.log(`the CLI exited ${((Date.now() - killedAt) / 1000).toFixed(1)} s after the kill`);
+    expect(exit.hung, run.stderr()).toBe(false);
+    expect(exit.code, run.stderr()).toBe(1);
+    const stderr = run.stderr();
+    expect(stderr).toMatch(/^error: .*worker/m); // the worker failure, named
+    expect(stderr).toContain("SIGKILL"); // and, from the worker's log tail, how the rank died
+    expect(stderr).toContain(
+      `hint: resume from checkpoints/step-${pad6(checkpointAtKill)} with: agentrl train --config ${path.join(runDir, "config.yaml")} --resume`,
+    );
+    expect(await survivors(processes!.all.map((p) => p.pid), 10_000), JSON.stringify(processes!.all)).toEqual([]);
+    // The killed step left nothing behind that counts as done.
+    expect(stateStep(runDir)).toBe(checkpointAtKill);
+    expect(readMetrics(runDir).map((m) => m.step)).toEqual(Array.from({ length: target.step - 1 }, (_, i) => i + 1));
+    // (A run killed before may have recorded that step before its own end: a file of this run would be newer.)
+    expect(modifiedMs(path.join(runDir, "rollouts", `step-${pad6(target.step)}.parquet`))).toBeLessThan(startedAt);
+
+    // 4. --resume redoes every step after the checkpoint, the killed one included, and none before it, and the run
+    //    ends complete.
+    const again = await finish([...finalArgs, "--resume"]);
     expect(again.code, again.stderr).toBe(0);
+    const events = again.stdout.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l) as { event: string; step?: number; message?: string });
+    expect(events.some((e) => e.event === "note" && e.message?.startsWith(`resumed from checkpoints/step-${pad6(checkpointAtKill)}`))).toBe(true);
+    expect(events.filter((e) => e.event === "step").map((e) => e.step)).toEqual(
+      Array.from({ length: total - checkpointAtKill }, (_, i) => checkpointAtKill + 1 + i),
+    );
     await expectComplete(runDir, total);
-  }, 6 * RUN_TIMEOUT_MS);
+  }, 7 * RUN_TIMEOUT_MS);
 });

@@ -4,11 +4,12 @@
  * validates that checkpoint at its step. The 1-step run, which costs the most, checks two more things on the way: its
  * console line shows the KL loss and the grad norm, and the learning-rate schedule's keys reach the worker (two
  * optimizer steps, warm-up ratio 0.5 of them: the first runs at lr 0, the second at the full lr, after which the cosine
- * would start; actor/lr is their mean).
+ * would start; actor/lr is their mean). The validation of the checkpoint also runs a verl user's Python reward and
+ * Python agent loop (--set on the command line: they apply to the validation, the run's config.yaml stays as it was).
  */
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { runCli } from "./helpers/cli.js";
 import { DEMO_CONFIG, pad6, readMetrics } from "./helpers/train.js";
 import { readTrajectories } from "../src/data/trajectory-store.js";
@@ -59,33 +60,6 @@ describe("agentrl train with trainer.val_only", () => {
     expect(existsSync(path.join(runDir, "logs", "worker.log"))).toBe(false);
   }, RUN_TIMEOUT_MS);
 
-  it("runs a verl user's Python reward and Python agent loop: the loop drives every trajectory, the reward scores them", async () => {
-    const runDir = path.join(scratch, "python");
-    const loop = path.join(scratch, "loop.py");
-    writeFileSync(loop, "async def agent_loop(agent):\n    return await agent.run_tool_loop()\n");
-    const reward = path.join(scratch, "reward.py");
-    writeFileSync(reward, [
-      "def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):",
-      "    return {'score': 0.5, 'acc': False, 'tools': sorted(extra_info['rollout_reward_scores'])}",
-      "",
-    ].join("\n"));
-    const result = await runCli(
-      [
-        ...demoArgs(runDir), "--quiet", "--set", "trainer.val_only=true", "--set", "trainer.total_training_steps=null",
-        "--set", `custom_reward_function.path=${reward}`,
-        // Every row runs tool_agent (by agent_name or as the default): the user's loop takes the built-in's place.
-        "--set", `actor_rollout_ref.rollout.agent.agent_loops.tool_agent=${loop}`,
-      ],
-      { timeoutMs: RUN_TIMEOUT_MS },
-    );
-    expect(result.code, result.stderr).toBe(0);
-    expect(readMetrics(runDir)[0]![VAL_REWARD]).toBe(0.5);
-    const validated = [];
-    for await (const t of readTrajectories(path.join(runDir, "rollouts", `val-${pad6(0)}.parquet`))) validated.push(t);
-    // open_vault's instance, created from each row's tools_kwargs, gave its calc_reward to the reward function.
-    expect(validated.map((t) => [t.agent_loop, t.reward_extra!["tools"]])).toEqual(validated.map(() => ["tool_agent", ["open_vault"]]));
-  }, RUN_TIMEOUT_MS);
-
   it("needs data.val_files, naming the config file (exit 2, before anything starts)", async () => {
     const runDir = path.join(scratch, "no-val");
     const result = await runCli([...demoArgs(runDir), "--set", "trainer.val_only=true", "--set", "data.val_files=null"]);
@@ -93,10 +67,16 @@ describe("agentrl train with trainer.val_only", () => {
     expect(result.stderr).toContain(`${DEMO_CONFIG}: trainer.val_only needs data.val_files`);
     expect(existsSync(runDir)).toBe(false);
   });
+});
 
-  it("with --resume validates the last checkpoint at its step and keeps the run's config; the step line shows kl and grad_norm", async () => {
-    const runDir = path.join(scratch, "trained");
-    const trained = await runCli(
+describe("agentrl train with trainer.val_only after a 1-step run (--resume)", () => {
+  const runDir = path.join(scratch, "trained");
+  let trained: Awaited<ReturnType<typeof runCli>>;
+  let config: string;
+  let result: Awaited<ReturnType<typeof runCli>>;
+
+  beforeAll(async () => {
+    trained = await runCli(
       [
         ...demoArgs(runDir), "--quiet", "--set", "trainer.total_training_steps=1",
         "--set", "actor_rollout_ref.actor.ppo_mini_batch_size=1",
@@ -107,6 +87,29 @@ describe("agentrl train with trainer.val_only", () => {
       { timeoutMs: RUN_TIMEOUT_MS },
     );
     expect(trained.code, trained.stderr).toBe(0);
+    config = readFileSync(path.join(runDir, "config.yaml"), "utf8");
+
+    // The validation of the checkpoint, with a verl user's Python reward and Python agent loop.
+    const loop = path.join(scratch, "loop.py");
+    writeFileSync(loop, "async def agent_loop(agent):\n    return await agent.run_tool_loop()\n");
+    const reward = path.join(scratch, "reward.py");
+    writeFileSync(reward, [
+      "def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):",
+      "    return {'score': 0.5, 'acc': False, 'tools': sorted(extra_info['rollout_reward_scores'])}",
+      "",
+    ].join("\n"));
+    result = await runCli(
+      [
+        ...demoArgs(runDir), "--resume", "--set", "trainer.val_only=true",
+        "--set", `custom_reward_function.path=${reward}`,
+        // Every row runs tool_agent (by agent_name or as the default): the user's loop takes the built-in's place.
+        "--set", `actor_rollout_ref.rollout.agent.agent_loops.tool_agent=${loop}`,
+      ],
+      { timeoutMs: RUN_TIMEOUT_MS },
+    );
+  }, 3 * RUN_TIMEOUT_MS);
+
+  it("the step line shows kl and grad_norm; the lr schedule and the step's timings reach the metrics", () => {
     const [stepMetrics] = readMetrics(runDir);
     expect(stepMetrics!["actor/optimizer_steps"]).toBe(2);
     expect(stepMetrics!["actor/lr"]).toBeCloseTo((0 + 5e-3) / 2, 9); // the demo's lr is 5e-3
@@ -122,9 +125,9 @@ describe("agentrl train with trainer.val_only", () => {
     expect(stepMetrics!["timing_s/gen_engine_busy"]).toBeGreaterThan(0);
     expect(stepMetrics!["timing_s/testing"]).toBeUndefined(); // test_freq -1: no validation
     expect(stepLine).toMatch(/\(gen \d+\.\ds \[engine \d+\.\ds\], log-prob \d+\.\ds, update \d+\.\ds, sync \d+\.\ds\)/);
-    const config = readFileSync(path.join(runDir, "config.yaml"), "utf8");
+  });
 
-    const result = await runCli([...demoArgs(runDir), "--resume", "--set", "trainer.val_only=true"], { timeoutMs: RUN_TIMEOUT_MS });
+  it("with --resume validates the last checkpoint at its step and keeps the run's config", async () => {
     expect(result.code, result.stderr).toBe(0);
     expect(result.stdout).toMatch(/validation @ step 1: .*val-core\/agentrl\/vault\/reward\/mean@1/);
     expect(result.stdout).toContain("done: validated step 1 (trainer.val_only)");
@@ -139,5 +142,14 @@ describe("agentrl train with trainer.val_only", () => {
     for await (const t of readTrajectories(path.join(runDir, "rollouts", `val-${pad6(1)}.parquet`))) validated.push(t);
     expect(validated.map((t) => t.weight_version)).toEqual(["1", "1", "1", "1"]);
     expect(readFileSync(path.join(runDir, "config.yaml"), "utf8")).toBe(config);
-  }, 3 * RUN_TIMEOUT_MS);
+  });
+
+  it("runs a verl user's Python reward and Python agent loop: the loop drives every trajectory, the reward scores them", async () => {
+    expect(result.code, result.stderr).toBe(0);
+    expect(readMetrics(runDir)[1]![VAL_REWARD]).toBe(0.5);
+    const validated = [];
+    for await (const t of readTrajectories(path.join(runDir, "rollouts", `val-${pad6(1)}.parquet`))) validated.push(t);
+    // open_vault's instance, created from each row's tools_kwargs, gave its calc_reward to the reward function.
+    expect(validated.map((t) => [t.agent_loop, t.reward_extra!["tools"]])).toEqual(validated.map(() => ["tool_agent", ["open_vault"]]));
+  });
 });
