@@ -2,7 +2,7 @@
  * The CPU demo's two stages, shortened (issue 14, part 2), run as `npm run demo` runs them: `agentrl sft` on the
  * committed demonstrations of the imperfect teacher, then `agentrl train` from its model with the correctness-only
  * reward. Greedy validation accuracy on the 100 test vaults must start well short of the task (the warm start answers
- * the teacher's wrong digit more often than the right one) and rise under GRPO, 20 of the demo's 60 steps. The SFT
+ * the teacher's wrong digit more often than the right one) and rise under GRPO, 20 of the demo's 40 steps. The SFT
  * stage is the committed config, unshortened; the GRPO stage is seeded but not bit-identical from run to run (the order
  * rollouts finish in), so the margins come from several runs and seeds (docs/cpu-demo.md). The same GRPO stage run
  * fully async (async_training.mode) must raise greedy accuracy by the same margin.
@@ -17,7 +17,7 @@ const scratch = tempDir("demo-learns");
 
 const ACC = "val-core/agentrl/vault/acc/mean@1";
 const TRAIN_ACC = "acc/mean";
-/** A third of the demo's 60 steps: greedy accuracy was 0.91-1.00 there in every run so far (docs/cpu-demo.md). */
+/** Half of the demo's 40 steps: greedy accuracy was 0.91-1.00 there in every run so far (docs/cpu-demo.md). */
 const STEPS = 20;
 const REWARD = "val-core/agentrl/vault/reward/mean@1";
 
@@ -65,7 +65,7 @@ it("SFT warm start, then GRPO raises greedy accuracy", async () => {
   // nothing but the PPO ratio against the recomputed old log-probs), clears the bar sync clears. Its accuracy is not
   // compared with this run's sync within 0.05: at 20 steps one run of either mode lands anywhere in 0.91-1.00 (sync
   // 0.98 and fully_async 0.91 in one CI run, 0.97 and 0.97 in another), so such a test would fail on noise; the
-  // comparison is made over seeds and over the full 60 steps in docs/benchmarks.md.
+  // comparison is made over seeds and over 60 steps in docs/benchmarks.md.
   const asyncDir = await grpo("fully_async", ["--set", "async_training.mode=fully_async", "--set", "async_training.staleness_threshold=1"]);
   const asyncAfter = readMetrics(asyncDir).filter((m) => m[ACC] !== undefined).at(-1)!;
   expect(asyncAfter.step).toBe(STEPS);
