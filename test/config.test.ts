@@ -12,6 +12,7 @@ import { load as loadYaml } from "js-yaml";
 import { requestPriority } from "../src/train/rollout.js";
 import { trainConfigSchema } from "../src/train/config.js";
 import { grpoWorkerConfig } from "../src/train/worker-config.js";
+import { trainExportInit } from "../src/export/command.js";
 
 const dir = tempDir("config");
 function config(name: string, text: string): string {
@@ -111,6 +112,11 @@ describe("agentrl train --dry-run", () => {
       trainConfigSchema.parse({ ...loadYaml(base) as object, actor_rollout_ref: { model: { path: "/m" }, actor: { use_kl_loss: kl }, ref: { model: { path: "/models/base" } } } });
     expect(grpoWorkerConfig(parsed(true), 16)).toMatchObject({ use_ref: true, ref_model_path: "/models/base" });
     expect(grpoWorkerConfig(parsed(false), 16)).not.toHaveProperty("ref_model_path");
+    // agentrl export loads no reference: a run with its own reference model exports without it (the worker refuses
+    // ref_model_path without use_ref).
+    const exported = trainExportInit(parsed(true));
+    expect(exported).toMatchObject({ use_ref: false, use_kl_loss: false });
+    expect(exported).not.toHaveProperty("ref_model_path");
     const refused = await runCli(["train", "--config", file, "--dry-run", "--set", "actor_rollout_ref.ref.model.path=/models/base"]);
     expect(refused.code).toBe(2);
     expect(refused.stderr).toContain("actor_rollout_ref.ref.model.path is set but actor.use_kl_loss is false");

@@ -14,7 +14,7 @@ import { applySets, readYamlConfig, validateConfig, type ConfigTree } from "../c
 import { noteUnlessQuiet, resolveModelPath } from "../config/hub-model.js";
 import { checkOutputPath } from "../data/output-path.js";
 import { sftConfigSchema, sftTotalSteps, sftWorkerConfig } from "../sft/config.js";
-import { trainConfigSchema } from "../train/config.js";
+import { trainConfigSchema, type TrainConfig } from "../train/config.js";
 import { TrainingProcesses } from "../train/processes.js";
 import { RunDir } from "../train/run-dir.js";
 import { grpoWorkerConfig } from "../train/worker-config.js";
@@ -128,11 +128,21 @@ async function exportInit(runDir: RunDir, flags: ExportFlags): Promise<WorkerIni
     const config = validateConfig(trainConfigSchema, "train", tree, runDir.configFile, quiet);
     const model = config.actor_rollout_ref.model;
     model.path = await resolveModelPath(model.path, "actor_rollout_ref.model.path", onNote);
-    return { ...grpoWorkerConfig(config, 1), use_ref: false, use_kl_loss: false };
+    return trainExportInit(config);
   }
   const config = validateConfig(sftConfigSchema, "sft", tree, runDir.configFile, quiet);
   config.model.partial_pretrain = await resolveModelPath(config.model.partial_pretrain, "model.partial_pretrain", onNote);
   return sftWorkerConfig(config, sftTotalSteps(config, 1));
+}
+
+/**
+ * A train run's worker init for export: the run's model, LoRA shape and optimizer (the checkpoint restores its state),
+ * without a reference model, whether the start model's copy or ref.model.path's (the worker refuses a reference path
+ * without use_ref).
+ */
+export function trainExportInit(config: TrainConfig): WorkerInitConfig {
+  const { ref_model_path: _reference, ...init } = grpoWorkerConfig(config, 1);
+  return { ...init, use_ref: false, use_kl_loss: false };
 }
 
 /** The worker replaces the output folder whole: never a folder that holds anything else unless --force says so. */
