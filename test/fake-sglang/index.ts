@@ -96,6 +96,12 @@ export interface FakeSglangStats {
   log: RequestLogEntry[];
   /** rid of every /generate item, in arrival order. */
   rids: string[];
+  /**
+   * For each /generate item, in arrival order: the items ahead of it in the server (running, or waiting for one of
+   * `capacity`'s slots) when it arrived. With a latency and a capacity, this says how long its queue wait is by the
+   * server's schedule, whatever the machine's timers do.
+   */
+  depthsAtArrival: number[];
 }
 
 export interface FakeSglang {
@@ -182,6 +188,7 @@ export async function startFakeSglang(options: FakeSglangOptions = {}): Promise<
     faults: {},
     log: [],
     rids: [],
+    depthsAtArrival: [],
   });
   let stats = freshStats();
 
@@ -404,6 +411,8 @@ export async function startFakeSglang(options: FakeSglangOptions = {}): Promise<
           reject(err);
         }
       };
+      stats.depthsAtArrival.push(running + waitingForSlot.length);
+      trim(stats.depthsAtArrival);
       if (options.capacity === undefined || running < options.capacity) {
         running++;
         start();
