@@ -13,7 +13,9 @@
  * process per trajectory: the case the target is about); `python` (the same conversation as a Python function agent,
  * bench/lib/gateway_agent.py, in agentrl's one long-lived Python host: the gateway without a process per trajectory,
  * the agent's CPU still outside agentrl; skipped without .venv, or with `--no-python`); with `--function`, also
- * `function` (the Node agent as a JS function agent, in agentrl's own process, where its CPU counts).
+ * `function` (the Node agent as a JS function agent, in agentrl's own process, where its CPU counts); and, unless
+ * `--no-loaded`, `loaded` (the built-in loop with the agent program started beside it at the gateway run's rate, only
+ * to start and exit: what the agents' processes on the same cores cost the CLI without serving them, see agentLoad).
  *
  * What counts is the agentrl CLI process's own CPU: utime + stime of /proc/PID/stat, every thread of the process, not
  * its children (the agents' CPU is in cutime/cstime, shown apart). Spawning and reaping an agent per trajectory is
@@ -74,7 +76,7 @@ const TURNS = 2;
 const windowFrom = TURNS * (warmup + Math.ceil(trajectories / 4));
 const windowTo = TURNS * (warmup + trajectories - concurrency);
 if (!(rounds > 0 && concurrency > 0 && warmup >= 0 && latencyMs >= 0 && windowTo - windowFrom >= 64)) {
-  console.error("usage: gateway-overhead.mjs [--rounds N] [--trajectories K] [--warmup W] [--concurrency C] [--latency MS] [--no-python] [--function] [--profile DIR] [--json]");
+  console.error("usage: gateway-overhead.mjs [--rounds N] [--trajectories K] [--warmup W] [--concurrency C] [--latency MS] [--no-python] [--no-loaded] [--function] [--profile DIR] [--json]");
   console.error("the window (3/4 of K, less C) must hold 32 trajectories or more");
   process.exit(2);
 }
@@ -91,9 +93,11 @@ const AGENT = path.join(root, "bench/lib/gateway-agent.mjs");
 const PY_AGENT = path.join(root, "bench/lib/gateway_agent.py");
 const IM_END = story.turn2.at(-1);
 /** Each loop, by the agent_name its rows carry. */
-const AGENT_NAMES = { builtin: "tool_agent", gateway: "openai_agent", python: "openai_python", function: "openai_function" };
+const AGENT_NAMES = { builtin: "tool_agent", loaded: "tool_agent", gateway: "openai_agent", python: "openai_python", function: "openai_function" };
 const withPython = !args.includes("--no-python") && existsSync(path.join(root, ".venv/bin/python"));
-const LOOPS = ["builtin", "gateway", ...(withPython ? ["python"] : []), ...(args.includes("--function") ? ["function"] : [])];
+const withLoaded = !args.includes("--no-loaded");
+// `loaded` follows `gateway`, whose agents' rate it replays (in reversed rounds, the previous round's).
+const LOOPS = ["builtin", "gateway", ...(withLoaded ? ["loaded"] : []), ...(withPython ? ["python"] : []), ...(args.includes("--function") ? ["function"] : [])];
 const CLOCK_TICK_US = 1e6 / Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).stdout.trim() || 100);
 const work = mkdtempSync(path.join(os.tmpdir(), "agentrl-bench-gateway-"));
 
@@ -196,7 +200,7 @@ function writeConfig(loop) {
     python: `{kind: openai, function: ${JSON.stringify(`${PY_AGENT}#agent`)}}`,
     function: `{kind: openai, function: ${JSON.stringify(AGENT)}}`,
   };
-  const agent = loop === "builtin" ? [] : ["    agent:", "      agent_loops:", `        ${AGENT_NAMES[loop]}: ${specs[loop]}`];
+  const agent = AGENT_NAMES[loop] === AGENT_NAMES.builtin ? [] : ["    agent:", "      agent_loops:", `        ${AGENT_NAMES[loop]}: ${specs[loop]}`];
   writeFileSync(file, ["actor_rollout_ref:", "  rollout:", ...agent, ""].join("\n"));
   return file;
 }
@@ -204,6 +208,51 @@ function writeConfig(loop) {
 // The agents inherit the CLI's environment. NODE_EXTRA_CA_CERTS (set on some machines, this one included) makes every
 // Node process parse that bundle at start, about 50 ms of CPU: an agent on loopback needs no CA, so it is dropped.
 const { NODE_EXTRA_CA_CERTS: _unused, ...inherited } = process.env;
+
+/**
+ * The `loaded` loop's agents without a gateway: while a built-in run plays its loop's trajectories, the agent program
+ * is started at the rate the last gateway run started its agents (per second of its window), at most `concurrency` at
+ * a time, but only to start and exit (`--load`). So the CLI shares the cores with as much agent start-up as in the
+ * gateway run, without serving any agent: `gateway` over `loaded` is what serving the agents costs the CLI, and
+ * `loaded` over `builtin` what the agents' processes on the same cores cost it without any work of its own.
+ */
+function agentLoad(perSecond) {
+  const row = JSON.stringify({ messages: [{ role: "user", content: "load" }] });
+  let from;
+  let started = 0;
+  let running = 0;
+  let cpuUs = 0;
+  const exits = [];
+  const startOne = () => {
+    started++;
+    running++;
+    const child = spawn(process.execPath, [AGENT, "--load"], { env: inherited, stdio: ["pipe", "pipe", "inherit"] });
+    let text = "";
+    child.stdout.on("data", (chunk) => (text += chunk));
+    exits.push(
+      new Promise((resolve) =>
+        child.on("close", () => {
+          running--;
+          cpuUs += JSON.parse(text || '{"cpuUs":0}').cpuUs;
+          resolve();
+        }),
+      ),
+    );
+    child.stdin.end(row);
+  };
+  return {
+    /** Called on every poll with the trajectories the loop has finished (negative during the warm-up). */
+    pace(done, nowMs) {
+      if (done < 0 || done >= trajectories) return;
+      from ??= nowMs;
+      while (running < concurrency && started < ((nowMs - from) / 1000) * perSecond) startOne();
+    },
+    async finish() {
+      await Promise.all(exits);
+      return { agents: started, perSecond, cpuPerAgentUs: started ? cpuUs / started : 0 };
+    },
+  };
+}
 
 /**
  * One `agentrl rollout` of `loop`: its CPU inside the window (from polls of the fake's answered requests and the CLI's
@@ -232,6 +281,7 @@ async function cliRun(loop, { cpuProf } = {}) {
   let exited = false;
   const closed = new Promise((resolve) => child.on("close", (code) => ((exited = true), resolve(code))));
   const polls = [];
+  const load = loop === "loaded" ? agentLoad(agentsPerSecond) : undefined;
   let helper;
   for (let poll = 0; !exited; poll++) {
     try {
@@ -240,6 +290,7 @@ async function cliRun(loop, { cpuProf } = {}) {
       const before = procCpu(child.pid);
       const atUs = Number(process.hrtime.bigint() / 1000n);
       const served = (await fake.cpu()).samples - served0;
+      load?.pace(Math.floor(served / TURNS) - warmup, performance.now());
       const after = procCpu(child.pid);
       const mid = (key) => (before[key] + after[key]) / 2;
       const helped = helper === undefined ? { selfUs: 0, childrenUs: 0 } : procCpu(helper);
@@ -254,6 +305,7 @@ async function cliRun(loop, { cpuProf } = {}) {
   }
   const code = await closed;
   const seconds = (performance.now() - started) / 1000;
+  const loadReport = await load?.finish();
   const reported = /\nAGENTRL_BENCH_CPU (\{.*\})\n/.exec(stderr);
   if (code !== 0 || !reported) throw new Error(`agentrl rollout (${loop}) exited ${code}:\n${stderr.slice(-3000)}`);
   const first = polls.find((p) => p.served >= windowFrom);
@@ -274,6 +326,7 @@ async function cliRun(loop, { cpuProf } = {}) {
       childrenCpuUs: delta("childrenUs"),
       helperCpuUs: delta("helperUs"),
       helper: helper !== undefined,
+      load: loadReport,
       fromUs: first.atUs,
       toUs: last.atUs,
     },
@@ -318,6 +371,8 @@ const dataFiles = {};
 const configFiles = {};
 const runs = [];
 let profile;
+/** The last gateway run's agents started per second of its window: the `loaded` loop's rate. */
+let agentsPerSecond;
 try {
   for (const loop of LOOPS) {
     dataFiles[loop] = await writeRows(loop);
@@ -328,6 +383,7 @@ try {
       const serverBefore = await fake.cpu();
       const run = await cliRun(loop);
       const serverAfter = await fake.cpu();
+      if (loop === "gateway") agentsPerSecond = run.window.turns / TURNS / ((run.window.toUs - run.window.fromUs) / 1e6);
       const record = await recorded(loop, run.out);
       rmSync(run.out, { force: true });
       runs.push({ round, loop, ...run, ...record, serverCpuPerTurnUs: (serverAfter.cpuUs - serverBefore.cpuUs) / (TURNS * (warmup + trajectories)) });
@@ -428,6 +484,9 @@ const perLoop = Object.fromEntries(
         maxRssMb: median(mine.map((r) => r.maxRssKb / 1024)),
         seconds: median(mine.map((r) => r.seconds)),
         agentCpuPerTrajectoryMs: median(mine.map((r) => (TURNS * r.window.childrenCpuUs) / r.window.turns / 1e3)),
+        loadAgentCpuMs: loop === "loaded" ? median(mine.map((r) => r.window.load.cpuPerAgentUs / 1e3)) : undefined,
+        loadAgents: loop === "loaded" ? median(mine.map((r) => r.window.load.agents)) : undefined,
+        loadPerSecond: loop === "loaded" ? median(mine.map((r) => r.window.load.perSecond)) : undefined,
         serverCpuPerTurnUs: median(mine.map((r) => r.serverCpuPerTurnUs)),
         drift: mine[0].drift,
         distinctResponses: mine[0].distinct,
@@ -440,6 +499,8 @@ for (const loop of LOOPS) {
   perLoop[loop].ratioWithHelper = perLoop[loop].withHelperPerTurnUs / perLoop.builtin.cpuPerTurnUs;
 }
 const ratio = perLoop.gateway.ratio;
+/** What serving the agents costs the CLI beside the same agents' processes on its cores (undefined without `loaded`). */
+const ratioToLoaded = perLoop.loaded ? perLoop.gateway.cpuPerTurnUs / perLoop.loaded.cpuPerTurnUs : undefined;
 const commit = spawnSync("git", ["rev-parse", "--short", "HEAD"], { cwd: root, encoding: "utf8" }).stdout.trim() || "unknown";
 const machine = `${os.cpus().length} × ${os.cpus()[0]?.model ?? "cpu"}`;
 const nodeFlags = process.env.BENCH_CLI_FLAGS === "0" ? [] : cliNodeFlags();
@@ -450,7 +511,7 @@ if (asJson) {
   const date = new Date().toISOString().slice(0, 10);
   const all = runs.map(({ out, ...r }) => r);
   process.stdout.write(
-    `${JSON.stringify({ commit, date, machine, node: process.version, nodeFlags, loadAverage: os.loadavg(), ...settings, ratio, target: 1.5, loops: perLoop, runs: all, profile, seconds }, null, 2)}\n`,
+    `${JSON.stringify({ commit, date, machine, node: process.version, nodeFlags, loadAverage: os.loadavg(), ...settings, ratio, ratioToLoaded, target: 1.5, loops: perLoop, runs: all, profile, seconds }, null, 2)}\n`,
   );
 } else {
   const out = [];
@@ -472,6 +533,11 @@ if (asJson) {
         ? "**python**: the same conversation as a Python function agent (bench/lib/gateway_agent.py, `openai.AsyncOpenAI`) " +
           "in agentrl's one long-lived Python host: the gateway without a process per trajectory, the agent's CPU still " +
           "outside agentrl. "
+        : "") +
+      (LOOPS.includes("loaded")
+        ? "**loaded**: the built-in loop again, while the agent program is started beside it at the rate the last " +
+          "gateway run started its agents, up to the same concurrency, only to start and exit (`--load`): the same " +
+          "processes on the CLI's cores, none of them served. "
         : "") +
       (LOOPS.includes("function")
         ? "**function**: the Node agent as a JS function agent (`function: gateway-agent.mjs`), in agentrl's process: no " +
@@ -504,12 +570,12 @@ if (asJson) {
         `${us(r.systemPerTurnUs)} | ${us(r.mainThreadPerTurnUs)} | ${r.minorFaultsPerTurn.toFixed(0)} | ${ratioCell} | ` +
         `${r.spawns} (${us(r.spawnEachUs)}, ${us(r.spawnSystemEachUs)}) | ` +
         `${r.helper ? us(r.helperPerTurnUs) : "-"} | ${r.helper ? `${r.ratioWithHelper.toFixed(2)}×` : "-"} | ` +
-        `${loop === "gateway" ? `${r.agentCpuPerTrajectoryMs.toFixed(0)} ms` : "-"} | ${r.processCpuMs.toFixed(0)} | ` +
+        `${loop === "gateway" ? `${r.agentCpuPerTrajectoryMs.toFixed(0)} ms` : loop === "loaded" ? `${r.loadAgentCpuMs.toFixed(0)} ms (load)` : "-"} | ${r.processCpuMs.toFixed(0)} | ` +
         `${r.maxRssMb.toFixed(0)} MB | ${r.seconds.toFixed(1)} | ${us(r.serverCpuPerTurnUs)} |`,
     );
   }
   out.push("");
-  const [b, g, py] = [perLoop.builtin, perLoop.gateway, perLoop.python];
+  const [b, g, py, l] = [perLoop.builtin, perLoop.gateway, perLoop.python, perLoop.loaded];
   const extra = g.cpuPerTurnUs - b.cpuPerTurnUs;
   const spawnPerTurn = g.spawnPerTurnUs;
   const kernel = g.systemPerTurnUs - b.systemPerTurnUs - g.spawnSystemPerTurnUs;
@@ -525,6 +591,16 @@ if (asJson) {
       (g.helper ? ` The agent launcher spends ${us(g.helperPerTurnUs)} per turn of its own, outside the CLI (${g.ratioWithHelper.toFixed(2)}× with it).` : "") +
       (py ? ` Without a process per trajectory (python) the gateway adds ${us(py.cpuPerTurnUs - b.cpuPerTurnUs)} per turn.` : ""),
   );
+  if (l) {
+    out.push("");
+    out.push(
+      `With the agents' processes beside it but nothing to serve (loaded: ${l.loadAgents} agents at ` +
+        `${l.loadPerSecond.toFixed(1)} a second, ${l.loadAgentCpuMs.toFixed(0)} ms of CPU each against the gateway ` +
+        `agents' ${g.agentCpuPerTrajectoryMs.toFixed(0)} ms), the built-in loop's CLI spends ${us(l.cpuPerTurnUs)} per ` +
+        `turn, ${l.ratio.toFixed(2)}× its own on a machine without them: **gateway over loaded is ` +
+        `${ratioToLoaded.toFixed(2)}×**, what serving the agents costs the CLI.`,
+    );
+  }
   out.push("");
   const dirty = spawnSync("git", ["status", "--porcelain", "--", "src"], { cwd: root, encoding: "utf8" }).stdout.trim() !== "";
   out.push(

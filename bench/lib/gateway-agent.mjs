@@ -47,5 +47,13 @@ export async function converse(baseUrl, apiKey, row) {
 export default (client, row) => converse(client.baseURL, client.apiKey, row);
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  await converse(process.env.OPENAI_BASE_URL, process.env.OPENAI_API_KEY, JSON.parse(readFileSync(0, "utf8")));
+  const row = JSON.parse(readFileSync(0, "utf8"));
+  if (process.argv[2] === "--load") {
+    // bench/gateway-overhead.mjs's `loaded` loop: an agent's start-up and exit, with no gateway to talk to, as CPU load
+    // beside a built-in run; its CPU is reported so the bench can show it matches the agents'.
+    const cpu = process.cpuUsage();
+    process.stdout.write(`${JSON.stringify({ messages: row.messages.length, cpuUs: cpu.user + cpu.system })}\n`);
+  } else {
+    await converse(process.env.OPENAI_BASE_URL, process.env.OPENAI_API_KEY, row);
+  }
 }
