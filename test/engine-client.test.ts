@@ -479,6 +479,28 @@ describe("SglangClient: abort and auth", () => {
   });
 });
 
+describe("SglangClient: control calls beside generations", () => {
+  // A one_step_off run of the CPU demo hung for the 600 s request timeout in a weight sync: the pause aborted the
+  // batch's 128 generations, their continuations went straight back to the paused engine and held every pooled
+  // connection (one per unit of concurrency), and the weight update and the continue queued behind them.
+  it("pause, weight update and continue go through while every generation slot waits on a paused engine", async () => {
+    const hold = gate();
+    const server = await fake({ respond: async () => (await hold.opened, [7, 151645]) });
+    const c = client({ servers: [server.url], concurrency: 2, adminTimeoutMs: 3_000 });
+    const pending = [c.generate(turn()), c.generate(turn())];
+    try {
+      await expect.poll(() => server.inFlight()).toBe(2);
+      await c.pauseGeneration({ mode: "in_place" });
+      const updated = await c.updateWeightsFromDisk({ modelPath: "/weights", weightVersion: "2" });
+      expect(updated.map((r) => r.ok)).toEqual([true]);
+      expect((await c.continueGeneration()).map((r) => r.ok)).toEqual([true]);
+    } finally {
+      hold.open(); // a failed assertion must not leave requests hanging
+    }
+    expect((await Promise.all(pending)).map((r) => r.outputIds)).toEqual([[7, 151645], [7, 151645]]);
+  });
+});
+
 describe("SglangClient: weight updates without disk (request shapes)", () => {
   const bodyOf = (server: FakeSglang, path: string) => server.stats.log.find((e) => e.path === path)?.body as Record<string, unknown>;
 

@@ -99,6 +99,8 @@ const DEFAULTS = {
 
 /** Best-effort /abort_request calls get this long; nobody waits on their result. */
 const ABORT_CALL_TIMEOUT_MS = 5_000;
+/** Connections per server for control calls: a sync's few calls, a burst of per-request aborts, health checks. */
+const ADMIN_CONNECTIONS = 16;
 /** SGLang's /health runs a 1-token generation and gives up after SGLANG_HEALTH_CHECK_TIMEOUT (20 s). */
 const HEALTH_TIMEOUT_MS = 25_000;
 
@@ -161,6 +163,12 @@ export class SglangClient {
   private readonly pool: ServerPool;
   private readonly limit: AdaptiveLimit;
   private readonly dispatcher: Dispatcher;
+  /**
+   * The control calls' own connections (pause, continue, weight updates, aborts, health): on the generations' pool
+   * they queued behind the generations holding every connection, and a weight sync that paused the engine waited
+   * on generations that waited on it, until the request timeout.
+   */
+  private readonly adminDispatcher: Dispatcher;
   private readonly ownsDispatcher: boolean;
   // A private class field, so neither console.log(client) nor JSON.stringify(client) shows the key.
   readonly #apiKey: string | undefined;
@@ -213,21 +221,21 @@ export class SglangClient {
     });
     if (options.dispatcher) {
       this.dispatcher = options.dispatcher;
+      this.adminDispatcher = options.dispatcher;
       this.ownsDispatcher = false;
     } else {
-      this.dispatcher = new Agent({
-        // One connection per request in flight: SGLang holds a /generate open for the whole generation.
-        connections: Math.max(1, this.options.concurrency),
-        connect: { timeout: this.options.connectTimeoutMs },
-        keepAliveTimeout: 30_000,
-      });
+      const agent = (connections: number) =>
+        new Agent({ connections, connect: { timeout: this.options.connectTimeoutMs }, keepAliveTimeout: 30_000 });
+      // One connection per request in flight: SGLang holds a /generate open for the whole generation.
+      this.dispatcher = agent(Math.max(1, this.options.concurrency));
+      this.adminDispatcher = agent(ADMIN_CONNECTIONS);
       this.ownsDispatcher = true;
     }
   }
 
   /** What the one-shot calls of simple-call.ts need; admin calls default to adminTimeoutMs. */
   private get callContext(): CallContext {
-    return { dispatcher: this.dispatcher, headers: (json) => this.headers(json), timeoutMs: this.options.adminTimeoutMs };
+    return { dispatcher: this.adminDispatcher, headers: (json) => this.headers(json), timeoutMs: this.options.adminTimeoutMs };
   }
 
   private headers(json: boolean): Record<string, string> {
@@ -413,7 +421,7 @@ export class SglangClient {
     const targets = this.workers.includes(server) ? [server] : this.workers;
     for (const target of targets) {
       const call = sendAttempt({
-        dispatcher: this.dispatcher,
+        dispatcher: this.adminDispatcher,
         url: `${target}/abort_request`,
         method: "POST",
         headers: this.headers(true),
@@ -699,11 +707,11 @@ export class SglangClient {
    */
   async close(): Promise<void> {
     await Promise.allSettled([...this.pendingAborts]);
-    if (this.ownsDispatcher) await this.dispatcher.close();
+    if (this.ownsDispatcher) await Promise.all([this.dispatcher.close(), this.adminDispatcher.close()]);
   }
 
   /** Drops every connection at once; requests still in flight fail. For shutdown paths that cannot wait. */
   async destroy(): Promise<void> {
-    if (this.ownsDispatcher) await this.dispatcher.destroy();
+    if (this.ownsDispatcher) await Promise.all([this.dispatcher.destroy(), this.adminDispatcher.destroy()]);
   }
 }
