@@ -32,7 +32,7 @@ import { scoreVault } from "../src/rewards/index.js";
 import { loadToolRegistry, runToolCall } from "../src/tools/index.js";
 import { shellQuote } from "../src/train/resume-hint.js";
 import type { Trajectory } from "../src/data/trajectory.js";
-import { DEMO_CONFIG, dataOrder, pad6, readMetrics, readStep, stateStep, type Metrics } from "./helpers/train.js";
+import { DEMO_CONFIG, dataOrder, pad6, readMetrics, readStep, seededMetrics, stateStep, type Metrics } from "./helpers/train.js";
 import { tempDir } from "./helpers/tmp.js";
 
 const CONFIG = DEMO_CONFIG;
@@ -322,6 +322,14 @@ describe("agentrl train on the CPU demo", () => {
     expect(await resumed.exited, resumed.stderr()).toBe(0);
     expect(resumed.stdout()).toContain(`resumed from checkpoints/step-${pad6(stopped)}`);
     expect(readMetrics(runDir).map((m) => m.step)).toEqual(Array.from({ length: STEPS }, (_, i) => i + 1));
+    // The same seeds give the same run: killed, stopped and resumed, it logs what the uninterrupted run logged, line
+    // for line, but for the clock (sync mode; docs/architecture.md says which modes repeat themselves). The one
+    // exception is the engine's own log-probs against the trainer's (mismatch/kl): a restarted engine's prefix cache
+    // starts empty, and a prefill from scratch rounds differently from one on cached keys and values.
+    const [resumedLines, straightLines] = [seededMetrics(readMetrics(runDir)), seededMetrics(metrics)];
+    const withoutEngineRounding = ({ "mismatch/kl": _kl, ...line }: Metrics) => line;
+    expect(resumedLines.map(withoutEngineRounding)).toEqual(straightLines.map(withoutEngineRounding));
+    resumedLines.forEach((line, i) => expect(line["mismatch/kl"]).toBeCloseTo(straightLines[i]!["mismatch/kl"]!, 6));
     expect(existsSync(path.join(runDir, "rollouts", `step-${pad6(STEPS)}.parquet`))).toBe(true);
     const order = await dataOrder(runDir, STEPS);
     expect(order.every((step) => step.length === 4 * 8)).toBe(true);

@@ -1,6 +1,7 @@
 /**
  * selectGroups decides what a GRPO step trains on: aborted (over-sampling, deadline) and failed trajectories never,
- * groups left with one member never when n > 1, equal-reward groups not under dynamic sampling.
+ * groups left with one member never when n > 1, equal-reward groups not under dynamic sampling; and it lists what it
+ * keeps in prompt and sample order, so that the same seeds give the same mini-batches.
  */
 import { describe, expect, it } from "vitest";
 import { selectGroups } from "../src/train/select-groups.js";
@@ -41,5 +42,16 @@ describe("selectGroups", () => {
     expect(filtered.kept.map((t) => t.group_id)).toEqual(["g1", "g1"]);
     const all = selectGroups(batch, { n: 2, dropEqualRewards: false, maxGroups: 10 });
     expect(all.keptGroups).toBe(3);
+  });
+
+  it("keeps the first groups to finish, and lists them in prompt and sample order, however they finished", () => {
+    // Prompt p's sample k, for a group of n = 2 per prompt.
+    const sample = (p: number, k: number) => makeTrajectory(0, { id: `${p}:${k}`, group_id: `1.0.${p}`, data_index: 10 + p, sample_index: k, reward: k });
+    const finished = [sample(2, 1), sample(0, 1), sample(2, 0), sample(1, 0), sample(0, 0), sample(1, 1)];
+    const all = selectGroups(finished, { n: 2, dropEqualRewards: false, maxGroups: 10 });
+    expect(all.kept.map((t) => t.id)).toEqual(["0:0", "0:1", "1:0", "1:1", "2:0", "2:1"]);
+    // maxGroups: groups 2 and 0 were the first to start finishing; their trajectories still train in prompt order.
+    const first = selectGroups(finished, { n: 2, dropEqualRewards: false, maxGroups: 2 });
+    expect(first.kept.map((t) => t.id)).toEqual(["0:0", "0:1", "2:0", "2:1"]);
   });
 });

@@ -37,5 +37,16 @@ export function selectGroups(
     out.kept.push(...trainable);
     out.keptGroups += 1;
   }
+  // Which groups are kept follows the finish order (over-sampling keeps the first to finish); the order they train in
+  // does not: mini-batches are cut from this list, so a list in finish order made two runs with the same seeds train
+  // on different mini-batches (issue 29, item 6).
+  out.kept.sort(dataOrder);
   return out;
+}
+
+/** Prompt order (data_index, then the group for a prompt drawn twice), then sample order within the group. */
+function dataOrder(a: Trajectory, b: Trajectory): number {
+  if (a.data_index !== b.data_index) return a.data_index - b.data_index;
+  if (a.group_id !== b.group_id) return a.group_id < b.group_id ? -1 : 1;
+  return a.sample_index - b.sample_index;
 }

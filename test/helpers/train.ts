@@ -31,6 +31,15 @@ export function readMetrics(runDir: string): Metrics[] {
     .map((line) => JSON.parse(line) as Metrics);
 }
 
+/**
+ * A run's metrics without what the wall clock decides (timing_s/*, time, throughput, idle ratios): what two runs with
+ * the same seeds must share line for line (issue 29, item 6).
+ */
+export function seededMetrics(metrics: readonly Metrics[]): Metrics[] {
+  const clock = (key: string) => key.startsWith("timing_s/") || key === "time" || key === "perf/throughput" || key.endsWith("/idle_ratio");
+  return metrics.map((line) => Object.fromEntries(Object.entries(line).filter(([key]) => !clock(key))));
+}
+
 export async function readStep(runDir: string, step: number): Promise<Trajectory[]> {
   const out: Trajectory[] = [];
   for await (const t of readTrajectories(path.join(runDir, "rollouts", `step-${pad6(step)}.parquet`))) out.push(t);
