@@ -33,7 +33,7 @@ import { readJsonLines } from "./jsonl.js";
 import { journalLine, unpackJournalRecord } from "./trajectory-journal.js";
 import { inChunks, rowChunksToBatches, streamParquetRows, writeParquetRows, writeParquetStream } from "./parquet.js";
 import { concatParquetFiles } from "./parquet-concat.js";
-import { parseTrajectory, TRAJECTORY_PARQUET, trajectoryArrowSchema, type Trajectory } from "./trajectory.js";
+import { parseTrajectory, sampleOrder, TRAJECTORY_PARQUET, trajectoryArrowSchema, type Trajectory } from "./trajectory.js";
 import { trajectoryFromParquetRow, trajectoryParquetRow } from "./trajectory-encoding.js";
 
 export { parseTrajectory };
@@ -437,7 +437,7 @@ async function mergeParts(partsDir: string, file: string, rowGroupSize: number):
 async function rewriteInSampleOrder(file: string, rowGroupSize = 256): Promise<void> {
   const all: Trajectory[] = [];
   for await (const t of readTrajectories(file)) all.push(t);
-  all.sort((a, b) => a.data_index - b.data_index || a.sample_index - b.sample_index);
+  all.sort(sampleOrder);
   if (trajectoryFormatOf(file) === "jsonl") await writeFileAtomic(file, all.map((t) => `${JSON.stringify(t)}\n`).join(""));
   else await writeTrajectoryParquet(file, all, rowGroupSize);
 }

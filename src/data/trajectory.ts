@@ -239,6 +239,16 @@ export function trajectoryKey(dataIndex: number, sampleIndex: number): string {
   return `${dataIndex}:${sampleIndex}`;
 }
 
+/**
+ * Sample order: by prompt (data_index; the group, for a prompt drawn twice in one step), then sample_index. What
+ * output.order=sample writes, what a step trains in, and what the validation table shows, whatever the finish order.
+ */
+export function sampleOrder(a: Trajectory, b: Trajectory): number {
+  if (a.data_index !== b.data_index) return a.data_index - b.data_index;
+  if (a.group_id !== b.group_id) return a.group_id < b.group_id ? -1 : 1;
+  return a.sample_index - b.sample_index;
+}
+
 const f = (name: string, type: ConstructorParameters<typeof Field>[1], nullable = false) => new Field(name, type, nullable);
 const str = (name: string, nullable = false) => f(name, new Utf8(), nullable);
 const i32 = (name: string, nullable = false) => f(name, new Int32(), nullable);

@@ -4,7 +4,7 @@
  * baseline when n > 1; with dynamic sampling (verl's filter_groups) a group whose rewards are all equal carries no
  * signal and is dropped so the round can be refilled.
  */
-import type { Trajectory } from "../data/trajectory.js";
+import { sampleOrder, type Trajectory } from "../data/trajectory.js";
 
 export interface GroupSelection {
   kept: Trajectory[];
@@ -40,13 +40,6 @@ export function selectGroups(
   // Which groups are kept follows the finish order (over-sampling keeps the first to finish); the order they train in
   // does not: mini-batches are cut from this list, so a list in finish order made two runs with the same seeds train
   // on different mini-batches (issue 29, item 6).
-  out.kept.sort(dataOrder);
+  out.kept.sort(sampleOrder);
   return out;
-}
-
-/** Prompt order (data_index, then the group for a prompt drawn twice), then sample order within the group. */
-function dataOrder(a: Trajectory, b: Trajectory): number {
-  if (a.data_index !== b.data_index) return a.data_index - b.data_index;
-  if (a.group_id !== b.group_id) return a.group_id < b.group_id ? -1 : 1;
-  return a.sample_index - b.sample_index;
 }

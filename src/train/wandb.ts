@@ -8,7 +8,7 @@
 import { randomBytes } from "node:crypto";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import type { Trajectory } from "../data/trajectory.js";
+import { sampleOrder, type Trajectory } from "../data/trajectory.js";
 import { startPythonSink, type MetricsSink } from "./python-sink.js";
 
 /** The wandb key of the validation samples' table, verl's. */
@@ -107,7 +107,7 @@ export interface ValGeneration {
  */
 export function valGenerationRows(trajectories: readonly Trajectory[], n: number): ValGeneration[] {
   return [...trajectories]
-    .sort((a, b) => a.data_index - b.data_index || a.sample_index - b.sample_index)
+    .sort(sampleOrder)
     .slice(0, n)
     .map((t) => ({
       input: promptText(t.messages),
