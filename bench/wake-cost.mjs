@@ -9,6 +9,7 @@
  *   node bench/wake-cost.mjs [--units 1000]
  */
 import { setTimeout as sleep } from "node:timers/promises";
+import { median } from "./lib/table-format.mjs";
 
 const i = process.argv.indexOf("--units");
 const units = i >= 0 ? Number(process.argv[i + 1]) : 1000;
@@ -31,8 +32,7 @@ for (const gapMs of [0, 1, 5, 20, 0]) {
     await (gapMs > 0 ? sleep(gapMs) : null);
   }
   const cpu = process.cpuUsage(before);
-  times.sort((a, b) => a - b);
-  rows.push({ gapMs, workMedianUs: times[units >> 1], cpuPerUnitUs: (cpu.user + cpu.system) / units });
+  rows.push({ gapMs, workMedianUs: median(times), cpuPerUnitUs: (cpu.user + cpu.system) / units });
 }
 console.log("## wake-cost.mjs: the same work back to back and after a sleep (one Node process)\n");
 console.log("| gap before each unit | the work's median time | process CPU per unit |");
