@@ -102,6 +102,12 @@ export interface FakeSglangStats {
    * server's schedule, whatever the machine's timers do.
    */
   depthsAtArrival: number[];
+  /**
+   * Arrival positions (indexes into the items `depthsAtArrival` counts, from the first) of the /generate items aborted
+   * before their answer, by /abort_request or by their client's disconnect: a client-side timeout, in a test that
+   * injects no resets and pauses nothing.
+   */
+  abortedUnanswered: number[];
 }
 
 export interface FakeSglang {
@@ -150,6 +156,8 @@ function validationError(message: string): HttpError {
 /** One /generate item while it runs: `abort` ends it early with finish_reason abort. */
 interface LiveItem {
   rid: string;
+  /** Its position among the /generate items that arrived since the stats were last reset. */
+  arrival: number;
   abort(message: string): void;
 }
 
@@ -189,7 +197,9 @@ export async function startFakeSglang(options: FakeSglangOptions = {}): Promise<
     log: [],
     rids: [],
     depthsAtArrival: [],
+    abortedUnanswered: [],
   });
+  let arrivals = 0;
   let stats = freshStats();
 
   const maxLog = options.maxLogEntries ?? 10_000;
@@ -324,6 +334,7 @@ export async function startFakeSglang(options: FakeSglangOptions = {}): Promise<
   /** Runs one item: waits out latency and pauses, unless aborted first. */
   function runItem(item: Item, fault: Fault | null, returnLogprob: boolean): Promise<Record<string, unknown>> {
     const started = Date.now();
+    const arrival = arrivals++;
     return new Promise((resolve, reject) => {
       let done = false;
       let timer: NodeJS.Timeout | undefined;
@@ -378,6 +389,8 @@ export async function startFakeSglang(options: FakeSglangOptions = {}): Promise<
       let aborting = false;
       const abortItem = (message: string) => {
         if (done || aborting) return;
+        stats.abortedUnanswered.push(arrival);
+        trim(stats.abortedUnanswered);
         if (options.partialAbort && decodeStarted !== undefined) {
           // Still generating: the timer must not answer while the partial answer is sampled.
           aborting = true;
@@ -386,7 +399,7 @@ export async function startFakeSglang(options: FakeSglangOptions = {}): Promise<
         }
         finish(abortedResult(message));
       };
-      live.set(item.rid, { rid: item.rid, abort: abortItem });
+      live.set(item.rid, { rid: item.rid, arrival, abort: abortItem });
       const generate = async () => {
         if (done || aborting) return;
         if (paused) {
@@ -750,6 +763,7 @@ export async function startFakeSglang(options: FakeSglangOptions = {}): Promise<
     close: stop,
     resetStats: () => {
       stats = freshStats();
+      arrivals = 0;
     },
   };
 }
