@@ -33,8 +33,10 @@ function recordingReporter(notes: string[]): TrainReporter {
 }
 
 describe("distributed weight sync: 2 worker ranks, 2 embedded engines", () => {
-  const served = tinyQwenModel({ seed: 0 });
-  const trained = tinyQwenModel({ seed: 1 });
+  // The demo's 64-token vocabulary: every tensor is compared through /get_weights_by_name's JSON, and the claim is
+  // about tensors, not the vocabulary's size.
+  const served = tinyQwenModel({ seed: 0, tokenizer: "demo" });
+  const trained = tinyQwenModel({ seed: 1, tokenizer: "demo" });
   let engines: EngineProcess[] = [];
   let worker: WorkerClient | undefined;
   let client: SglangClient | undefined;

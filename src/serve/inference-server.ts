@@ -18,7 +18,7 @@ import {
 } from "./launch-args.js";
 import { startServerProcess, type ServerProcess, type ServerProcessOptions } from "./server-process.js";
 import { assertPortFree } from "./port-check.js";
-import { torchThreadEnv } from "../torch-threads.js";
+import { torchProcessEnv } from "../torch-threads.js";
 import { WORKER_DIR, defaultPythonExecutable } from "../repo-paths.js";
 
 /** How any supervised server (an inference server, the router) is run and waited for. */
@@ -100,7 +100,7 @@ export async function startInferenceServer(options: StartInferenceServerOptions)
     label,
     command: python,
     args: command.args,
-    env: { ...(options.engine === "embedded" ? torchThreadEnv({ ...process.env, ...options.env }) : {}), ...options.env, ...command.env },
+    env: { ...(options.engine === "embedded" ? torchProcessEnv({ ...process.env, ...options.env }) : {}), ...options.env, ...command.env },
     url: () => fixedUrl ?? announced,
     // Only the embedded server echoes a launch id; SGLang relies on the port check above.
     echoesLaunchId: options.engine === "embedded",

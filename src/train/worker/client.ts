@@ -10,7 +10,7 @@ import os from "node:os";
 import path from "node:path";
 import { InputError, WorkerError, WorkerInputError } from "../../errors.js";
 import { StartupFailure, superviseProcess, type SupervisedProcess } from "../../process/index.js";
-import { torchThreadEnv } from "../../torch-threads.js";
+import { torchProcessEnv } from "../../torch-threads.js";
 import { VENV_PYTHON, WORKER_DIR } from "../../repo-paths.js";
 import {
   readyEvent,
@@ -103,7 +103,7 @@ export class WorkerClient {
         server.listen(socketPath, () => resolve());
       });
       const workerDir = options.workerDir ?? WORKER_DIR;
-      const env = { ...torchThreadEnv({ ...process.env, ...options.env }), ...options.env };
+      const env = { ...torchProcessEnv({ ...process.env, ...options.env }), ...options.env };
       env.PYTHONPATH = [workerDir, env.PYTHONPATH ?? process.env.PYTHONPATH].filter(Boolean).join(path.delimiter);
       const { child, ready: rank0 } = await superviseProcess({
         label: "the worker",
