@@ -18,6 +18,7 @@ export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
     globalSetup: ["test/global-setup.ts"],
+    setupFiles: ["test/setup-file.ts"],
     env: {
       TMPDIR: suiteTmp,
       AGENTRL_SUITE_TMP: suiteTmp,
@@ -30,6 +31,10 @@ export default defineConfig({
     hookTimeout: 60_000,
     // 2-core machines: end-to-end tests spawn the CLI and Python; keep parallelism modest.
     maxWorkers: 2,
+    // Test files reuse their worker process instead of starting one each: about 0.75 s of CPU less per file (23
+    // small files: 86 s of CPU isolated, 69 s not). A file restores any global it changes (process.env, spies); the
+    // hooks every file needs are in setupFiles, which run for each file.
+    isolate: false,
     sequence: { sequencer: LongFirstSequencer },
   },
 });

@@ -38,11 +38,21 @@ async function load(entries: string): Promise<ToolRegistry> {
   return loadToolRegistry(path.join(dir, "tools.yaml"), { moduleDirs: [dir] });
 }
 
+// This file's hosts make their scratch folders in a temp folder of its own: the checks of what is left must not see
+// the scratch folders of the CLIs that another test file runs meanwhile.
+const suiteTmp = process.env.TMPDIR;
+process.env.TMPDIR = tempDir("pyhost-tmp");
+
 const registries: ToolRegistry[] = [];
 afterAll(async () => {
-  await Promise.all(registries.map((r) => r.close()));
-  // Every host removed its scratch folder.
-  expect(readdirSync(os.tmpdir()).filter((name) => name.startsWith("agentrl-host-"))).toEqual([]);
+  try {
+    await Promise.all(registries.map((r) => r.close()));
+    // Every host removed its scratch folder.
+    expect(readdirSync(os.tmpdir()).filter((name) => name.startsWith("agentrl-host-"))).toEqual([]);
+  } finally {
+    if (suiteTmp === undefined) delete process.env.TMPDIR;
+    else process.env.TMPDIR = suiteTmp;
+  }
 });
 
 async function loaded(entries: string): Promise<ToolRegistry> {

@@ -1,15 +1,11 @@
 /**
- * Temporary folders a test file makes, removed when that file ends. Importing this module registers one afterAll hook
- * on the importing test file (vitest evaluates a fresh copy of the helpers for each file, while it collects that
- * file), so a file only calls `tempDir` or `removeAfterAll` and never writes its own clean-up. The hook is registered
- * before the file's own hooks, so it runs after them (afterAll hooks run last-registered first): servers and children
- * a file stops in its afterAll are gone before their folders are removed. test/global-setup.ts fails the suite when a
- * file leaves anything in the suite's temp folder.
+ * Temporary folders a test file makes, removed when that file ends: a file only calls `tempDir` or `removeAfterAll`
+ * and never writes its own clean-up. test/setup-file.ts registers the hook that removes them in every file.
+ * test/global-setup.ts fails the suite when a file leaves anything in the suite's temp folder.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { afterAll } from "vitest";
 
 const created = new Set<string>();
 
@@ -29,5 +25,3 @@ export function removeTempDirs(): void {
   for (const target of created) rmSync(target, { recursive: true, force: true });
   created.clear();
 }
-
-afterAll(removeTempDirs);
