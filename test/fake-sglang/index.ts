@@ -156,8 +156,6 @@ function validationError(message: string): HttpError {
 /** One /generate item while it runs: `abort` ends it early with finish_reason abort. */
 interface LiveItem {
   rid: string;
-  /** Its position among the /generate items that arrived since the stats were last reset. */
-  arrival: number;
   abort(message: string): void;
 }
 
@@ -334,6 +332,7 @@ export async function startFakeSglang(options: FakeSglangOptions = {}): Promise<
   /** Runs one item: waits out latency and pauses, unless aborted first. */
   function runItem(item: Item, fault: Fault | null, returnLogprob: boolean): Promise<Record<string, unknown>> {
     const started = Date.now();
+    // Its position among the /generate items that arrived since the stats were last reset.
     const arrival = arrivals++;
     return new Promise((resolve, reject) => {
       let done = false;
@@ -399,7 +398,7 @@ export async function startFakeSglang(options: FakeSglangOptions = {}): Promise<
         }
         finish(abortedResult(message));
       };
-      live.set(item.rid, { rid: item.rid, arrival, abort: abortItem });
+      live.set(item.rid, { rid: item.rid, abort: abortItem });
       const generate = async () => {
         if (done || aborting) return;
         if (paused) {
