@@ -9,6 +9,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { InputError, WorkerError, WorkerInputError } from "../src/errors.js";
 import { workerArgs } from "../src/train/worker/client.js";
 import { WorkerClient, batchTensors, encodeSafetensors, readSafetensors, writeBatch, type TrajectoryRow } from "../src/train/worker/index.js";
+import { MALLOC_SETTINGS, torchProcessEnv } from "../src/torch-threads.js";
 import { REPO_ROOT, VENV_PYTHON } from "./helpers/cli.js";
 import { tempDir } from "./helpers/tmp.js";
 
@@ -101,6 +102,12 @@ describe("WorkerClient", () => {
     const worker = await WorkerClient.start({ nprocPerNode: 1, onLog: (line) => logLines.push(line) });
     try {
       expect(worker.worldSize).toBe(1);
+      // The rank runs with the threads and malloc settings the CLI gives torch's processes (src/torch-threads.ts).
+      const environ = new Map(
+        readFileSync(`/proc/${worker.pid}/environ`, "utf8").split("\0").filter(Boolean).map((entry) => [entry.slice(0, entry.indexOf("=")), entry.slice(entry.indexOf("=") + 1)]),
+      );
+      const wanted = { ...torchProcessEnv(process.env), ...process.env };
+      for (const name of ["OMP_NUM_THREADS", ...Object.keys(MALLOC_SETTINGS)]) expect(environ.get(name), name).toBe(wanted[name]);
       // A value the protocol refuses is caught on the CLI's side, naming the field, before the worker sees it.
       const refused = await worker.init({ model_path: model, temperature: 0 }).catch((e: unknown) => e);
       expect(refused).toBeInstanceOf(InputError);
