@@ -36,8 +36,9 @@ from agentrl_worker.make_tiny import make_tiny
 from agentrl_worker.weight_sync import TensorSpec, WeightSender, plan_buckets
 
 from test_embedded_server import call, generate
+from worker_harness import REPO_ROOT
 
-DEMO_TOKENIZER = Path(__file__).resolve().parents[2] / "examples" / "cpu-demo" / "model"
+DEMO_TOKENIZER = REPO_ROOT / "examples" / "cpu-demo" / "model"
 
 
 def _spec(name: str, numel: int) -> TensorSpec:
