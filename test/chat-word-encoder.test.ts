@@ -6,6 +6,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import fc from "fast-check";
 import { Tokenizer } from "@huggingface/tokenizers";
 import { readModelFiles, type ModelFiles } from "../src/chat/files.js";
+import { byteLevelBpe } from "../src/chat/bpe-merge.js";
 import { wordMemoEncoder } from "../src/chat/word-encoder.js";
 import { QWEN3_DIR } from "./fixtures/templates/materialize.js";
 import { gsm8kTexts } from "./helpers/gsm8k-texts.js";
@@ -111,5 +112,50 @@ describe("wordMemoEncoder stays off where word-by-word would not be exact", () =
     const encode = wordMemoEncoder(plain, json as never)!;
     expect(encode).toBeTypeOf("function");
     for (const text of TRICKY) expect(encode(text)).toEqual(plain.encode(text, { add_special_tokens: false }).ids);
+  });
+});
+
+describe("the word memo's own BPE (src/chat/bpe-merge.ts)", () => {
+  const variantTokenizer = (change: (model: Record<string, unknown>) => void) => {
+    const json = structuredClone(files.tokenizerJson) as Record<string, unknown>;
+    change(json.model as Record<string, unknown>);
+    return { json, tokenizer: new Tokenizer(json as never, files.tokenizerConfig) };
+  };
+
+  it("encodes every new word itself: a cold pass over GSM8K never calls the library's encode", () => {
+    const counted = new Tokenizer(files.tokenizerJson, files.tokenizerConfig);
+    let libraryCalls = 0;
+    const encodeWithLibrary = counted.encode.bind(counted);
+    counted.encode = ((text: string, options: never) => {
+      libraryCalls += 1;
+      return encodeWithLibrary(text, options);
+    }) as typeof counted.encode;
+    const encode = wordMemoEncoder(counted, files.tokenizerJson)!;
+    const texts = gsm8kTexts(300);
+    for (const [i, text] of texts.entries()) expect(encode(text), `text ${i}`).toEqual(library(text));
+    expect(libraryCalls).toBe(0);
+  });
+
+  it("with ignore_merges (Llama 3), a word in the vocabulary is one token, as the library makes it", () => {
+    const { json, tokenizer: ignoring } = variantTokenizer((model) => (model.ignore_merges = true));
+    const encode = wordMemoEncoder(ignoring, json as never)!;
+    for (const text of [...TRICKY, ...gsm8kTexts(100)]) {
+      expect(encode(text), JSON.stringify(text)).toEqual(ignoring.encode(text, { add_special_tokens: false }).ids);
+    }
+  });
+
+  it("is off where the library's BPE step does more than merge", () => {
+    expect(byteLevelBpe(tokenizer)).toBeTypeOf("function");
+    expect(byteLevelBpe(variantTokenizer((model) => (model.byte_fallback = true)).tokenizer)).toBeUndefined();
+    expect(byteLevelBpe(variantTokenizer((model) => (model.end_of_word_suffix = "</w>")).tokenizer)).toBeUndefined();
+    expect(byteLevelBpe(variantTokenizer((model) => (model.dropout = 0.1)).tokenizer)).toBeUndefined();
+  });
+
+  it("leaves to the library a word whose pieces are not all in the vocabulary", () => {
+    // The merges still make "Ġtr", which the vocabulary no longer has: the library writes what it writes for that.
+    const { json, tokenizer: holed } = variantTokenizer((model) => delete (model.vocab as Record<string, number>)["Ġtr"]);
+    expect(byteLevelBpe(holed)!(" tr")).toBeUndefined();
+    const encode = wordMemoEncoder(holed, json as never)!;
+    for (const text of [" tr", "a tr b", " track"]) expect(encode(text)).toEqual(holed.encode(text, { add_special_tokens: false }).ids);
   });
 });

@@ -70,7 +70,7 @@ function mergePairs(merges: BpeModelConfig["merges"]): Array<[string, string]> |
 }
 
 /** The library's rank key for a merge: JSON.stringify([a, b]), written directly when neither part needs escaping. */
-function rankKey(pair: [string, string]): string {
+export function rankKey(pair: [string, string]): string {
   const [a, b] = pair;
   return NEEDS_ESCAPE.test(a) || NEEDS_ESCAPE.test(b) ? JSON.stringify(pair) : `["${a}","${b}"]`;
 }

@@ -13,20 +13,15 @@
  * character outside the byte alphabet is byte 0, as the library's Uint8Array conversion makes it. Any other decoder
  * (Metaspace, WordPiece, a Sequence) gets no table: byteLevelDecoder returns undefined and the library decodes.
  */
+import { byteStandIns } from "./byte-alphabet.js";
 
 /**
  * GPT-2's bytes_to_unicode, reversed: for each UTF-16 code unit, the byte that printable stand-in character means,
  * or -1. Every stand-in is below U+0144, so a flat array is the fastest lookup.
  */
 function unicodeToBytes(): Int16Array {
-  const printable: number[] = [];
-  for (let b = 0x21; b <= 0x7e; b++) printable.push(b);
-  for (let b = 0xa1; b <= 0xac; b++) printable.push(b);
-  for (let b = 0xae; b <= 0xff; b++) printable.push(b);
   const table = new Int16Array(0x10000).fill(-1);
-  for (const b of printable) table[b] = b;
-  let shifted = 0;
-  for (let b = 0; b < 256; b++) if (!printable.includes(b)) table[256 + shifted++] = b;
+  byteStandIns().forEach((standIn, byte) => (table[standIn.charCodeAt(0)] = byte));
   return table;
 }
 

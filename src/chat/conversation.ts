@@ -225,7 +225,7 @@ export class Conversation {
   /** Re-renders the message list and compares it with the accumulated tokens. Records the result; never rewrites. */
   driftCheck(mode: DriftMode = this.driftMode): DriftReport {
     if (mode === "off") return compareTokens(this.model, this.ids, this.ids, "off");
-    let rendered = this.model.encodeAfter(this.prompt, this.model.render(this.messageList, this.renderOptions(!this.inAssistantTurn)));
+    let rendered = this.model.encodeAfter(this.prompt, this.model.renderOnce(this.messageList, this.renderOptions(!this.inAssistantTurn)));
     if (this.inAssistantTurn) rendered = this.withoutTurnClosing(rendered);
     const report = compareTokens(this.model, this.ids, rendered, mode);
     this.driftMetrics.checks += 1;

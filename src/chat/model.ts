@@ -233,6 +233,15 @@ export class ChatModel {
   }
 
   /**
+   * render() without the render cache, for a text rendered once: the drift check's whole conversation, which differs
+   * from every other trajectory's. Its cache key (the conversation's JSON) would cost more to build and look up than
+   * the lookup ever saves, and its entry would push out renders that recur (prompts, the tools' system block).
+   */
+  renderOnce(messages: readonly ChatMessage[], options: RenderOptions = {}): string {
+    return this.renderUncached(messages, options);
+  }
+
+  /**
    * encode(render(messages)), kept with the render: the n samples of a prompt start from the same prompt, and the
    * encode, not only the render, is then done once.
    */

@@ -20,6 +20,7 @@
  */
 import type { Tokenizer } from "@huggingface/tokenizers";
 import { MemoMap } from "../memo-map.js";
+import { byteLevelBpe } from "./bpe-merge.js";
 
 /** Words whose ids are kept; past this the memo starts over. */
 const MEMO_WORDS = 200_000;
@@ -58,10 +59,11 @@ export function wordMemoEncoder(tokenizer: Tokenizer, json: TokenizerJsonShape):
   if (!pattern) return undefined;
   const nfc = (json.normalizer as { type?: string } | null | undefined)?.type === "NFC";
   const memo = new MemoMap<string, number[]>(MEMO_WORDS);
+  const merge = byteLevelBpe(tokenizer);
   const encodeWord = (word: string): number[] => {
     const known = memo.get(word);
     if (known !== undefined) return known;
-    const ids = tokenizer.encode(word, { add_special_tokens: false }).ids;
+    const ids = merge?.(word) ?? tokenizer.encode(word, { add_special_tokens: false }).ids;
     if (word.length <= MAX_MEMO_WORD_CHARS) memo.set(word, ids);
     return ids;
   };
