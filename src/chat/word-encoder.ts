@@ -8,7 +8,8 @@
  * Why it is exact: BPE never merges across the pre-tokenizer's words, so encode(text) is the concatenation of the
  * encodings of its words. The words are found with the library's own compiled split pattern (the Oniguruma pattern
  * of tokenizer.json, rewritten for JavaScript by the library), after the library's own normaliser; a word's ids are
- * the library's encode of that word alone. A word matched in context splits to itself alone: every character is
+ * the library's encode of that word alone, computed by bpe-merge.ts (the library's merges, without its per-call
+ * pipeline) where that applies. A word matched in context splits to itself alone: every character is
  * matched by some alternative, and only the whitespace lookahead `(?!\S)` can see past a word's end, where it
  * succeeds alone whenever it succeeded in context. test/chat-word-encoder.test.ts compares both encoders on GSM8K
  * and on text chosen to break that (whitespace runs, contractions, digits, CJK, emoji, combining marks).
