@@ -11,7 +11,7 @@ import path from "node:path";
 import { InputError, WorkerError, WorkerInputError } from "../../errors.js";
 import { StartupFailure, superviseProcess, type SupervisedProcess } from "../../process/index.js";
 import { torchProcessEnv } from "../../torch-threads.js";
-import { VENV_PYTHON, WORKER_DIR } from "../../repo-paths.js";
+import { WORKER_DIR, defaultPythonExecutable } from "../../repo-paths.js";
 import {
   readyEvent,
   replyEnvelope,
@@ -44,7 +44,7 @@ export interface WorkerStartOptions {
   nprocPerNode?: number;
   /** Extra torchrun flags, e.g. multi-node `--nnodes 2 --node_rank 0 --rdzv_endpoint host:port`; default --standalone. */
   torchrunArgs?: string[];
-  /** Python with torch; defaults to the repository's .venv. */
+  /** Python with torch; defaults to the repository's .venv/bin/python, else python3 on PATH (a GPU box's own). */
   python?: string;
   /** Folder holding the agentrl_worker package; defaults to the repository's worker/. */
   workerDir?: string;
@@ -107,7 +107,7 @@ export class WorkerClient {
       env.PYTHONPATH = [workerDir, env.PYTHONPATH ?? process.env.PYTHONPATH].filter(Boolean).join(path.delimiter);
       const { child, ready: rank0 } = await superviseProcess({
         label: "the worker",
-        command: options.python ?? VENV_PYTHON,
+        command: options.python ?? defaultPythonExecutable(),
         args: workerArgs(options, socketPath),
         env,
         orphanGuard: "watches-parent",
@@ -120,7 +120,7 @@ export class WorkerClient {
         awaits: "connect",
         startupTimeoutMs: options.startTimeoutMs ?? 180_000,
         startError: WorkerError,
-        spawnHint: "run scripts/install.sh to create .venv",
+        spawnHint: "run scripts/install.sh to create .venv, or put a python3 with torch and transformers on PATH",
         // A checkout updated without re-running the installer lacks a newly added dependency (e.g. jsonschema).
         exitHint: (log) => (/ModuleNotFoundError: No module named/.test(log) ? "run scripts/install.sh to install the worker's Python packages" : undefined),
       });
