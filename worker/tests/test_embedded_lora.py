@@ -12,6 +12,8 @@ The trainer is one in-process rank on a tiny Qwen2 (hidden 16) after one update,
 
 from __future__ import annotations
 
+import logging
+import re
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -60,7 +62,8 @@ def _trainer_log_probs(trained, prompt: list[int], output: list[int]) -> torch.T
     return load_file(root / "sampled-lp.safetensors")["old_log_probs"][0, len(prompt):]
 
 
-def test_the_adapter_loads_by_name_and_samples_at_the_trainers_log_probs(trained):
+def test_the_adapter_loads_by_name_and_samples_at_the_trainers_log_probs(trained, caplog):
+    caplog.set_level(logging.INFO, logger="agentrl_worker.embedded_server")
     root = trained["root"]
     trained["trainer"].save_adapter(str(root / "adapter"))
     server = start_server(load_model(str(trained["model"])), ServerConfig(port=0, enable_lora=True, max_lora_rank=8))
@@ -88,6 +91,10 @@ def test_the_adapter_loads_by_name_and_samples_at_the_trainers_log_probs(trained
         assert call(server, "/load_lora_adapter", {"lora_name": "1", "lora_path": str(root / "adapter")})[0] == 400
         status, answer = call(server, "/unload_lora_adapter", {"lora_name": "1"})
         assert status == 200 and answer["loaded_adapters"] == {}
+        # the log says what each update did: the unload drops the adapter's tensors, it loads none
+        lines = [r.getMessage() for r in caplog.records if "tensors" in r.getMessage()]
+        assert re.fullmatch(r"loaded \d+ tensors of LoRA adapter '1' from .*adapter, weight_version default", lines[0]), lines
+        assert re.fullmatch(r"unloaded \d+ tensors of LoRA adapter '1', weight_version default", lines[-1]), lines
         assert call(server, "/generate", {"input_ids": prompt, "lora_path": "1", "sampling_params": {"max_new_tokens": 2}})[0] == 400
     finally:
         server.shutdown()

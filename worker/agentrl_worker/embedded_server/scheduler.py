@@ -64,6 +64,9 @@ class WeightUpdate:
     model_path: str | None = None
     # A new base model invalidates the prefix cache; an adapter load does not (adapter rows never use the cache).
     clears_cache: bool = True
+    # What the log line says the update did, and to what: an adapter's unload drops its tensors, it loads none.
+    action: str = "loaded"
+    source: str | None = None
     done: threading.Event = field(default_factory=threading.Event)
     success: bool = False
     message: str = ""
@@ -352,7 +355,8 @@ class Scheduler:
             if update.model_path is not None:
                 self.served_model_name = update.model_path
             update.success, update.message = True, "Succeeded to update model weights."
-            log.info("loaded %d tensors from %s, weight_version %s", count, update.model_path or "the trainer", self.weight_version)
+            source = update.source or f"from {update.model_path or 'the trainer'}"
+            log.info("%s %d tensors %s, weight_version %s", update.action, count, source, self.weight_version)
         update.done.set()
 
 

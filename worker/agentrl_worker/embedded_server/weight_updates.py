@@ -114,7 +114,7 @@ class WeightEndpoints:
             adapter = adapters.read(name, path)
         except (AdapterError, OSError, KeyError, ValueError) as error:
             return 400, self._lora_answer(False, f"Failed to load LoRA adapter {name!r}: {error}")
-        update = WeightUpdate(lambda: adapters.load(adapter), None, clears_cache=False)
+        update = WeightUpdate(lambda: adapters.load(adapter), None, clears_cache=False, source=f"of LoRA adapter {name!r} from {path}")
         self.scheduler.update_weights(update)
         return (200 if update.success else 400), self._lora_answer(update.success, "" if update.success else update.message)
 
@@ -127,7 +127,7 @@ class WeightEndpoints:
         if adapters is None or name not in adapters.adapters:
             return 400, self._lora_answer(False, f"LoRA adapter {name!r} is not loaded")
         # Through the scheduler: it waits for the generations running (unless paused), so none loses its adapter.
-        update = WeightUpdate(lambda: adapters.unload(name), None, clears_cache=False)
+        update = WeightUpdate(lambda: adapters.unload(name), None, clears_cache=False, action="unloaded", source=f"of LoRA adapter {name!r}")
         self.scheduler.update_weights(update)
         return (200 if update.success else 400), self._lora_answer(update.success, "" if update.success else update.message)
 
