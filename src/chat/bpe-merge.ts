@@ -1,10 +1,10 @@
 /**
  * Byte-level BPE of one pre-tokenized word: what the word memo (word-encoder.ts) computes for a word it has not seen.
  *
- * Why: @huggingface/tokenizers encodes one new word in about 60 µs on a 2-core Xeon (the whole pipeline per call, and a
+ * Why: @huggingface/tokenizers encodes one new word in 40-60 µs on a 2-core Xeon (the whole pipeline per call, and a
  * priority queue that JSON-stringifies each pair it ranks), and new words keep coming on distinct conversations:
- * GSM8K brings about two a question (names, items) even after its first thousand questions. Here a word costs a few
- * µs.
+ * GSM8K brings about two a question (names, items) even after its first thousand questions. Here a word costs about a
+ * third of that (15 against 43 µs over GSM8K's words; docs/benchmarks.md).
  *
  * Exact: the library's byte-level step maps the word's UTF-8 bytes to GPT-2's printable stand-ins; its BPE step merges,
  * again and again, the adjacent pair of lowest merge rank, the leftmost of equal ranks (its queue orders by rank,
