@@ -18,6 +18,7 @@
  *   npm run build && (cd BASE && npm run build) && node bench/chat-ab.mjs --base BASE
  */
 import { readFileSync } from "node:fs";
+import yaml from "js-yaml";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { median } from "./lib/table-format.mjs";
@@ -43,16 +44,8 @@ for (const [name, dir] of [["base", baseDir], ["this", root]]) {
 }
 const engine = await (await chatOf(root)).loadChatModel(QWEN3_DIR);
 
-const TOOLS = [
-  {
-    type: "function",
-    function: {
-      name: "calc_gsm8k_reward",
-      description: "A tool for calculating the reward of gsm8k. (1.0 if parsed answer is correct, 0.0 if parsed answer is incorrect or not correctly parsed)",
-      parameters: { type: "object", properties: { answer: { type: "string", description: "The model's answer to the GSM8K math problem, must be a digits" } }, required: ["answer"] },
-    },
-  },
-];
+// The tool as the rollout offers it: the schema of tool-configs/gsm8k_tool_config.yaml, not a copy.
+const TOOLS = yaml.load(readFileSync(path.join(root, "tool-configs/gsm8k_tool_config.yaml"), "utf8")).tools.map((tool) => tool.tool_schema);
 
 /** What the engine would have sampled for a row, as ids (made outside the measurement). */
 function sampledTurns(row) {
