@@ -18,7 +18,7 @@
  *   npm run build && (cd BASE && npm run build) && node bench/chat-ab.mjs --base BASE
  */
 import { readFileSync } from "node:fs";
-import yaml from "js-yaml";
+import { load as loadYaml } from "js-yaml";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { median } from "./lib/table-format.mjs";
@@ -45,7 +45,7 @@ for (const [name, dir] of [["base", baseDir], ["this", root]]) {
 const engine = await (await chatOf(root)).loadChatModel(QWEN3_DIR);
 
 // The tool as the rollout offers it: the schema of tool-configs/gsm8k_tool_config.yaml, not a copy.
-const TOOLS = yaml.load(readFileSync(path.join(root, "tool-configs/gsm8k_tool_config.yaml"), "utf8")).tools.map((tool) => tool.tool_schema);
+const TOOLS = loadYaml(readFileSync(path.join(root, "tool-configs/gsm8k_tool_config.yaml"), "utf8")).tools.map((tool) => tool.tool_schema);
 
 /** What the engine would have sampled for a row, as ids (made outside the measurement). */
 function sampledTurns(row) {
