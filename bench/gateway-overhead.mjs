@@ -103,7 +103,8 @@ const work = mkdtempSync(path.join(os.tmpdir(), "agentrl-bench-gateway-"));
 
 /**
  * A live process's utime + stime (every thread, no child), of which its main thread's and the kernel's, its minor
- * faults, and its waited-for children's CPU (Linux's /proc; times in µs).
+ * faults, its main thread's sleeps and preemptions (mainSwitches), and its waited-for children's CPU (Linux's /proc;
+ * times in µs).
  */
 function procCpu(pid) {
   const fields = (file) => {
@@ -115,9 +116,19 @@ function procCpu(pid) {
   return {
     selfUs: (Number(f[11]) + Number(f[12])) * CLOCK_TICK_US,
     mainThreadUs: (Number(main[11]) + Number(main[12])) * CLOCK_TICK_US,
+    ...mainSwitches(pid),
     systemUs: Number(f[12]) * CLOCK_TICK_US,
     minorFaults: Number(f[7]),
     childrenUs: (Number(f[13]) + Number(f[14])) * CLOCK_TICK_US,
+  };
+}
+
+/** How many times a process's main thread has slept waiting for an event, and been preempted (Linux's /proc). */
+function mainSwitches(pid) {
+  const status = readFileSync(`/proc/${pid}/task/${pid}/status`, "utf8");
+  return {
+    mainSleeps: Number(/^voluntary_ctxt_switches:\s+(\d+)/m.exec(status)[1]),
+    mainPreempted: Number(/^nonvoluntary_ctxt_switches:\s+(\d+)/m.exec(status)[1]),
   };
 }
 
@@ -295,7 +306,7 @@ async function cliRun(loop, { cpuProf } = {}) {
       const mid = (key) => (before[key] + after[key]) / 2;
       const helped = helper === undefined ? { selfUs: 0, childrenUs: 0 } : procCpu(helper);
       polls.push({
-        served, atUs, selfUs: mid("selfUs"), mainThreadUs: mid("mainThreadUs"), systemUs: mid("systemUs"), minorFaults: after.minorFaults,
+        served, atUs, selfUs: mid("selfUs"), mainThreadUs: mid("mainThreadUs"), mainSleeps: after.mainSleeps, mainPreempted: after.mainPreempted, systemUs: mid("systemUs"), minorFaults: after.minorFaults,
         childrenUs: after.childrenUs + helped.childrenUs, helperUs: helped.selfUs,
       });
     } catch {
@@ -321,6 +332,8 @@ async function cliRun(loop, { cpuProf } = {}) {
       turns: delta("served"),
       cpuUs: delta("selfUs"),
       mainThreadUs: delta("mainThreadUs"),
+      mainSleeps: delta("mainSleeps"),
+      mainPreempted: delta("mainPreempted"),
       systemUs: delta("systemUs"),
       minorFaults: delta("minorFaults"),
       childrenCpuUs: delta("childrenUs"),
@@ -390,7 +403,7 @@ try {
       const w = run.window;
       process.stderr.write(
         `gateway-overhead: round ${round + 1}/${rounds} ${loop}: ${(w.cpuUs / w.turns).toFixed(0)} µs/turn (system ` +
-          `${(w.systemUs / w.turns).toFixed(0)}, main thread ${(w.mainThreadUs / w.turns).toFixed(0)}${w.helper ? `, helper ${(w.helperCpuUs / w.turns).toFixed(0)} apart` : ""}) over ${w.turns} turns; ${run.spawned.count} spawns at ` +
+          `${(w.systemUs / w.turns).toFixed(0)}, main thread ${(w.mainThreadUs / w.turns).toFixed(0)}, ${(w.mainSleeps / w.turns).toFixed(2)} sleeps, ${(w.mainPreempted / w.turns).toFixed(2)} preemptions${w.helper ? `, helper ${(w.helperCpuUs / w.turns).toFixed(0)} apart` : ""}) over ${w.turns} turns; ${run.spawned.count} spawns at ` +
           `${(run.spawned.cpuUs / Math.max(1, run.spawned.count)).toFixed(0)} µs; ${(run.cpuUs / 1e3).toFixed(0)} ms CPU in all, ` +
           `${run.seconds.toFixed(1)} s, peak RSS ${(run.maxRssKb / 1024).toFixed(0)} MB\n`,
       );
@@ -468,6 +481,8 @@ const perLoop = Object.fromEntries(
         ratioByRound: mine.map((r, i) => perTurn(r) / builtinByRound[i]),
         systemPerTurnUs: median(mine.map((r) => r.window.systemUs / r.window.turns)),
         mainThreadPerTurnUs: median(mine.map((r) => r.window.mainThreadUs / r.window.turns)),
+        mainSleepsPerTurn: median(mine.map((r) => r.window.mainSleeps / r.window.turns)),
+        mainPreemptedPerTurn: median(mine.map((r) => r.window.mainPreempted / r.window.turns)),
         minorFaultsPerTurn: median(mine.map((r) => r.window.minorFaults / r.window.turns)),
         windowTurns: median(mine.map((r) => r.window.turns)),
         windowCpuMs: median(mine.map((r) => r.window.cpuUs / 1e3)),
@@ -545,7 +560,10 @@ if (asJson) {
         : "") +
       "CPU is the agentrl process's own (utime + stime of /proc/PID/stat: every thread, **not** the agents; where the " +
       "CLI spawns and reaps them itself that work counts; `main thread` is the JS thread's share, the rest being V8's " +
-      "helper threads (GC, compiler) and libuv's pool; `spawns` are the calls of child_process.spawn in the whole run " +
+      "helper threads (GC, compiler) and libuv's pool; `sleeps` are the times the JS thread blocked waiting for an event " +
+      "(its voluntary context switches), each of them a wake-up, and `preemptions` the times the kernel took its core " +
+      "for another process (involuntary ones): after either, it runs on caches the other work has used " +
+      "(bench/wake-cost.mjs: what that costs on this machine); `spawns` are the calls of child_process.spawn in the whole run " +
       "and the CPU inside each, the synchronous fork and exec, timed by an --import hook; `helper` is the CPU per turn " +
       "of the CLI's Python helper, polled the same way and **not** in the ratio: for gateway the agent launcher that " +
       "starts the agents when there is one (agentrl_worker.agent_launcher), for python the agent host, the agents' " +
@@ -559,15 +577,15 @@ if (asJson) {
   );
   out.push("");
   out.push(
-    "| loop | turns in the window | CPU ms in the window | µs per turn (range) | of which system | of which main thread | minor faults per turn | ratio to builtin (range) | spawns (CPU each, system) | helper per turn (not counted) | ratio with helper | agents' CPU per trajectory (not counted) | process CPU ms in all | peak RSS | wall s | fake server per turn |",
+    "| loop | turns in the window | CPU ms in the window | µs per turn (range) | of which system | of which main thread | main thread's sleeps / preemptions per turn | minor faults per turn | ratio to builtin (range) | spawns (CPU each, system) | helper per turn (not counted) | ratio with helper | agents' CPU per trajectory (not counted) | process CPU ms in all | peak RSS | wall s | fake server per turn |",
   );
-  out.push("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+  out.push("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
   for (const loop of LOOPS) {
     const r = perLoop[loop];
     const ratioCell = loop === "builtin" ? "1.00×" : `${loop === "gateway" ? `**${r.ratio.toFixed(2)}×**` : `${r.ratio.toFixed(2)}×`} (${range(r.ratioByRound, 2)})`;
     out.push(
       `| ${loop} | ${r.windowTurns} | ${r.windowCpuMs.toFixed(0)} | ${r.cpuPerTurnUs.toFixed(0)} (${range(r.cpuPerTurnUsByRound)}) | ` +
-        `${us(r.systemPerTurnUs)} | ${us(r.mainThreadPerTurnUs)} | ${r.minorFaultsPerTurn.toFixed(0)} | ${ratioCell} | ` +
+        `${us(r.systemPerTurnUs)} | ${us(r.mainThreadPerTurnUs)} | ${r.mainSleepsPerTurn.toFixed(2)} / ${r.mainPreemptedPerTurn.toFixed(2)} | ${r.minorFaultsPerTurn.toFixed(0)} | ${ratioCell} | ` +
         `${r.spawns} (${us(r.spawnEachUs)}, ${us(r.spawnSystemEachUs)}) | ` +
         `${r.helper ? us(r.helperPerTurnUs) : "-"} | ${r.helper ? `${r.ratioWithHelper.toFixed(2)}×` : "-"} | ` +
         `${loop === "gateway" ? `${r.agentCpuPerTrajectoryMs.toFixed(0)} ms` : loop === "loaded" ? `${r.loadAgentCpuMs.toFixed(0)} ms (load)` : "-"} | ${r.processCpuMs.toFixed(0)} | ` +
