@@ -272,6 +272,13 @@ describe("one run with crashing, silent, summarising and probing agents beside o
       expect(probes.get_completions).toEqual(error(405, "method_not_allowed"));
       expect(probes.unknown_route).toEqual(error(404, "unknown_url"));
       expect(probes.outside_v1).toEqual(error(404, "unknown_url"));
+      expect(probes.responses_previous).toEqual(error(400, "unsupported_parameter", "previous_response_id"));
+      expect(probes.responses_hosted_tool).toEqual(error(400, "unsupported_parameter", "tools.0.type"));
+      expect(probes.responses_image).toEqual(error(400, "unsupported_parameter", "input.0.content.0.type"));
+      expect(probes.responses_json_schema).toEqual(error(400, "unsupported_parameter", "text.format"));
+      expect(probes.responses_bad_item).toEqual(error(400, "unsupported_parameter", "input.0.type"));
+      expect(probes.responses_no_input).toEqual(error(400, "invalid_request", "input"));
+      expect(probes.get_responses).toEqual(error(405, "method_not_allowed"));
       const list = { status: 200, body: { object: "list", data: [{ id: path.basename(QWEN3_DIR), object: "model", created: 0, owned_by: "agentrl" }] } };
       expect(probes.models).toEqual(list);
       expect(probes.scoped_models).toEqual(list);

@@ -1,6 +1,6 @@
 /**
  * The OpenAI gateway end to end: `agentrl rollout` runs agents written against the OpenAI API (the official `openai`
- * npm and Python packages, LangChain's ChatOpenAI) as agent loops of kind `openai`, against the fake SGLang server
+ * npm and Python packages, on chat completions and on the Responses API, LangChain's ChatOpenAI) as agent loops of kind `openai`, against the fake SGLang server
  * and the real Qwen3 tokenizer. For the same conversation the record must equal, token for token and mask for mask,
  * what the built-in tool_agent loop records; streaming must change nothing. openai-gateway-faults.test.ts has the
  * faults and edges (crashes, silent agents, rewritten histories, bad requests, deadlines), openai-gateway-embedded
@@ -27,6 +27,11 @@ const AGENT_LOOPS: Array<[label: string, name: string, loop: Record<string, unkn
   ["the openai Python package, streaming", "py_stream", { kind: "openai", command: [VENV_PYTHON, `${AGENTS}/chat_agent.py`, "--stream"] }],
   ["the openai Python package, as a function", "py_fn", { kind: "openai", function: `${AGENTS}/chat_agent.py#agent`, python: VENV_PYTHON }],
   ["the openai Python package, as an async function streaming", "py_async", { kind: "openai", function: `${AGENTS}/chat_agent.py#agent_async`, python: VENV_PYTHON }],
+  ["the openai npm package's Responses API", "npm_responses", { kind: "openai", command: ["node", `${AGENTS}/responses-agent.mjs`] }],
+  ["the openai npm package's Responses API, streaming", "npm_responses_stream", { kind: "openai", command: ["node", `${AGENTS}/responses-agent.mjs`, "--stream"] }],
+  ["the openai Python package's Responses API", "py_responses", { kind: "openai", command: [VENV_PYTHON, `${AGENTS}/responses_agent.py`] }],
+  ["the openai Python package's Responses API, streaming", "py_responses_stream", { kind: "openai", command: [VENV_PYTHON, `${AGENTS}/responses_agent.py`, "--stream"] }],
+  ["the openai Python package's Responses API, as a function", "py_responses_fn", { kind: "openai", function: `${AGENTS}/responses_agent.py#agent`, python: VENV_PYTHON }],
   ["LangChain's ChatOpenAI", "langchain", { kind: "openai", command: ["node", `${AGENTS}/langchain-agent.mjs`] }],
   ["LangChain's ChatOpenAI, streaming", "langchain_stream", { kind: "openai", command: ["node", `${AGENTS}/langchain-agent.mjs`, "--stream"] }],
   ["the openai npm package, inside bubblewrap", "npm_bwrap", { kind: "openai", command: ["node", `${AGENTS}/chat-agent.mjs`], sandbox: "bwrap" }],

@@ -2,7 +2,7 @@
  * The OpenAI-compatible HTTP server on loopback that agents of kind `openai` talk to while a rollout runs. Each
  * trajectory gets its own key: its base URL is `http://127.0.0.1:PORT/t/KEY/v1`, and the same key as a bearer token
  * on `/v1/...` reaches it too, so episodes running at once never mix. Routes: `POST .../chat/completions` (JSON or
- * SSE) and `GET .../models`. Every refusal is a 4xx/5xx with OpenAI's error body; nothing an agent sends can crash
+ * SSE), `POST .../responses` (the Responses API, JSON or SSE: responses-api.ts) and `GET .../models`. Every refusal is a 4xx/5xx with OpenAI's error body; nothing an agent sends can crash
  * the run.
  */
 import { randomBytes } from "node:crypto";
@@ -11,6 +11,7 @@ import type { AddressInfo } from "node:net";
 import { formatIssues } from "../zod-issues.js";
 import { LruMap } from "../lru-map.js";
 import { GatewayError, parseChatCompletionRequest } from "./openai-schema.js";
+import { chatRequestOf, ignoredResponsesFields, parseResponsesRequest, responseOf, streamResponse } from "./responses-api.js";
 import type { Completion, GatewaySession } from "./session.js";
 
 /** Largest request body read: a long agent history is megabytes, not more. */
@@ -87,8 +88,9 @@ export class Gateway {
         return sendJson(res, 200, { object: "list", data: [{ id: this.modelName, object: "model", created: 0, owned_by: "agentrl" }] });
       }
       if (route === "/chat/completions" && req.method === "POST") return await this.chatCompletion(key, req, res);
-      if (route === "/models" || route === "/chat/completions") throw new GatewayError(405, `${req.method} is not allowed on ${route}`, "method_not_allowed");
-      throw new GatewayError(404, `no route ${req.method} ${route}: the gateway serves POST /v1/chat/completions and GET /v1/models`, "unknown_url");
+      if (route === "/responses" && req.method === "POST") return await this.response(key, req, res);
+      if (route === "/models" || route === "/chat/completions" || route === "/responses") throw new GatewayError(405, `${req.method} is not allowed on ${route}`, "method_not_allowed");
+      throw new GatewayError(404, `no route ${req.method} ${route}: the gateway serves POST /v1/chat/completions, POST /v1/responses and GET /v1/models`, "unknown_url");
     } catch (err) {
       const error = err instanceof GatewayError ? err : new GatewayError(500, `gateway error: ${(err as Error).message}`, "internal_error");
       if (res.headersSent) {
@@ -140,6 +142,19 @@ export class Gateway {
       choices: [{ index: 0, message: assistantMessage(completion), logprobs: null, finish_reason: completion.finishReason }],
       usage: completion.usage,
     });
+  }
+
+  /** The Responses API: the same session and turn as a chat completion, in and out of its shapes (responses-api.ts). */
+  private async response(key: string | undefined, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const session = this.session(key);
+    const body = await readJsonBody(req);
+    const request = parseResponsesRequest(body);
+    const chatRequest = chatRequestOf(request);
+    session.noteIgnored(ignoredResponsesFields(body));
+    const completion = await session.complete(chatRequest, {});
+    const response = responseOf(completion, request, this.modelName, Math.floor(Date.now() / 1000));
+    if (request.stream) return streamResponse(res, response);
+    sendJson(res, 200, response);
   }
 }
 

@@ -119,7 +119,12 @@ export class GatewaySession {
     if (request.top_p != null && request.top_p !== topP) {
       this.note("top_p", `gateway: the agent asks for top_p ${request.top_p}; the trainer's ${topP} samples (actor_rollout_ref.rollout.top_p)`);
     }
-    for (const field of ignoredFields(body)) this.note(`field:${field}`, `gateway: the request field ${field} is ignored (docs/openai-gateway.md)`);
+    this.noteIgnored(ignoredFields(body));
+  }
+
+  /** Notes, once per run each, request fields the gateway reads and does not act on. */
+  noteIgnored(fields: readonly string[]): void {
+    for (const field of fields) this.note(`field:${field}`, `gateway: the request field ${field} is ignored (docs/openai-gateway.md)`);
   }
 
   /** Brings the record up to the request's messages: the agent's prompt first, then deltas, or a new segment. */

@@ -1,0 +1,234 @@
+/**
+ * OpenAI's Responses API (`POST /v1/responses`), the API the OpenAI Agents SDK calls by default and new `openai` SDK
+ * code is written against, served over the same trajectory session as chat completions: a request's `instructions`
+ * and `input` items become the chat messages they stand for (a function_call item joins the assistant message
+ * before it, a function_call_output item is a tool message), its function tools the chat tools, and the turn the
+ * session samples comes back as output items (a message with its text, a function_call per call), whole or as the
+ * SSE events the SDKs assemble. Nothing is stored: a request carries its whole history, as the Agents SDK sends it;
+ * `previous_response_id` and other server-side state are refused.
+ */
+import type http from "node:http";
+import { z } from "zod";
+import { formatIssues } from "../zod-issues.js";
+import { GatewayError, type ChatCompletionRequest, type RequestMessage } from "./openai-schema.js";
+import type { Completion } from "./session.js";
+
+const textPartSchema = z.looseObject({ type: z.string(), text: z.string().optional() });
+const textSchema = z.union([z.string(), z.array(textPartSchema)]);
+
+const messageItemSchema = z.looseObject({
+  type: z.literal("message").optional(),
+  role: z.enum(["system", "developer", "user", "assistant"]),
+  content: textSchema,
+});
+const functionCallItemSchema = z.looseObject({ type: z.literal("function_call"), call_id: z.string(), name: z.string(), arguments: z.string() });
+const functionCallOutputItemSchema = z.looseObject({ type: z.literal("function_call_output"), call_id: z.string(), output: textSchema });
+/** Any other item (reasoning, item_reference, a hosted tool's call): refused or skipped by chatMessagesOf. */
+const otherItemSchema = z.looseObject({ type: z.string() });
+
+const toolSchema = z.looseObject({
+  type: z.string(),
+  name: z.string().min(1).optional(),
+  description: z.string().nullish(),
+  parameters: z.unknown().optional(),
+});
+
+export const responsesRequestSchema = z.looseObject({
+  model: z.string().optional(),
+  input: z.union([z.string(), z.array(z.union([messageItemSchema, functionCallItemSchema, functionCallOutputItemSchema, otherItemSchema])).min(1, "expected at least one item")]),
+  instructions: z.string().nullish(),
+  tools: z.array(toolSchema).nullish(),
+  tool_choice: z.union([z.enum(["auto", "none", "required"]), z.looseObject({ type: z.string(), name: z.string().optional() })]).nullish(),
+  stream: z.boolean().nullish(),
+  max_output_tokens: z.number().int().positive().nullish(),
+  temperature: z.number().nullish(),
+  top_p: z.number().nullish(),
+  previous_response_id: z.string().nullish(),
+  text: z.looseObject({ format: z.looseObject({ type: z.string() }).optional() }).nullish(),
+});
+export type ResponsesRequest = z.infer<typeof responsesRequestSchema>;
+type InputItem = Exclude<ResponsesRequest["input"], string>[number];
+
+/** Fields that change nothing here (no server-side state, no hosted tools in use): read and let go, without a note. */
+const QUIET_FIELDS = new Set([
+  "model", "input", "instructions", "tools", "tool_choice", "stream", "max_output_tokens", "temperature", "top_p",
+  "parallel_tool_calls", "store", "metadata", "user", "text", "include", "service_tier", "prompt_cache_key",
+  "safety_identifier",
+]);
+/** Fields that need state or features the gateway does not have: refused, as OpenAI refuses what it cannot do. */
+const REFUSED_FIELDS: Record<string, string> = {
+  previous_response_id: "the gateway keeps no responses: send the whole conversation as `input` (store is not kept)",
+  conversation: "the gateway keeps no conversations: send the whole conversation as `input`",
+  prompt: "stored prompt templates are not available on the gateway",
+  background: "background responses are not supported: every request waits for its turn",
+};
+
+/** The request as validated, or the 400 that names the first bad field. */
+export function parseResponsesRequest(body: Record<string, unknown>): ResponsesRequest {
+  const parsed = responsesRequestSchema.safeParse(body);
+  if (!parsed.success) {
+    const param = parsed.error.issues[0]?.path.join(".") || null;
+    throw new GatewayError(400, `invalid request: ${formatIssues(parsed.error, { only: "first" })}`, "invalid_request", param);
+  }
+  for (const [field, why] of Object.entries(REFUSED_FIELDS)) {
+    const value = body[field];
+    if (value !== undefined && value !== null && value !== false) throw new GatewayError(400, `${field}: ${why}`, "unsupported_parameter", field);
+  }
+  const format = parsed.data.text?.format?.type;
+  if (format !== undefined && format !== "text") {
+    throw new GatewayError(400, `text.format ${format} is not supported: there is no constrained decoding on the gateway`, "unsupported_parameter", "text.format");
+  }
+  return parsed.data;
+}
+
+/** The request's fields the gateway does not act on, for the run's notes. */
+export function ignoredResponsesFields(body: Record<string, unknown>): string[] {
+  return Object.keys(body).filter((key) => !QUIET_FIELDS.has(key) && !(key in REFUSED_FIELDS) && body[key] !== null && body[key] !== undefined);
+}
+
+/** The chat-completions request a Responses request stands for; the session samples it like any other. */
+export function chatRequestOf(request: ResponsesRequest): ChatCompletionRequest {
+  const messages = chatMessagesOf(request);
+  const tools = (request.tools ?? []).map((tool, index) => {
+    if (tool.type !== "function") {
+      throw new GatewayError(400, `tools[${index}]: ${tool.type} tools are not available on the gateway; declare function tools and run them in the agent`, "unsupported_parameter", `tools.${index}.type`);
+    }
+    if (!tool.name) throw new GatewayError(400, `tools[${index}]: a function tool needs a name`, "invalid_request", `tools.${index}.name`);
+    // The chat tool the template renders, in OpenAI's key order. `strict` is a decoding constraint the model never
+    // sees on OpenAI's side; the gateway has no constrained decoding, so it is left out of the prompt.
+    const fn: Record<string, unknown> = { name: tool.name };
+    if (tool.description != null) fn.description = tool.description;
+    if (tool.parameters !== undefined) fn.parameters = tool.parameters;
+    return { type: "function" as const, function: fn as { name: string } };
+  });
+  const choice = request.tool_choice;
+  let toolChoice: ChatCompletionRequest["tool_choice"];
+  if (typeof choice === "string" || choice == null) toolChoice = choice;
+  else if (choice.type === "function" && choice.name) toolChoice = { type: "function", function: { name: choice.name } };
+  else throw new GatewayError(400, `tool_choice ${JSON.stringify(choice)} is not supported: use auto, none, required or {"type": "function", "name": ...}`, "unsupported_parameter", "tool_choice");
+  return {
+    messages,
+    ...(tools.length > 0 ? { tools } : {}),
+    ...(toolChoice != null ? { tool_choice: toolChoice } : {}),
+    ...(request.max_output_tokens != null ? { max_completion_tokens: request.max_output_tokens } : {}),
+    ...(request.temperature != null ? { temperature: request.temperature } : {}),
+    ...(request.top_p != null ? { top_p: request.top_p } : {}),
+  };
+}
+
+/**
+ * `instructions` as the system message, then each input item as the chat message it stands for: a message as itself
+ * (text parts joined), a function_call added to the assistant message right before it (or opening one without
+ * text), a function_call_output as a tool message. Reasoning items are the model's own text, which the gateway never
+ * returns as such: skipped.
+ */
+function chatMessagesOf(request: ResponsesRequest): RequestMessage[] {
+  const messages: RequestMessage[] = [];
+  if (request.instructions) messages.push({ role: "system", content: request.instructions });
+  const items: InputItem[] = typeof request.input === "string" ? [{ role: "user", content: request.input }] : request.input;
+  items.forEach((item, index) => {
+    if ("role" in item && (item.type === undefined || item.type === "message")) {
+      const message = item as z.infer<typeof messageItemSchema>;
+      messages.push({ role: message.role, content: textOf(message.content, `input.${index}.content`) });
+    } else if (item.type === "function_call") {
+      const call = item as z.infer<typeof functionCallItemSchema>;
+      const toolCall = { id: call.call_id, type: "function", function: { name: call.name, arguments: call.arguments } };
+      const last = messages.at(-1);
+      if (last?.role === "assistant") (last.tool_calls ??= []).push(toolCall);
+      else messages.push({ role: "assistant", content: "", tool_calls: [toolCall] });
+    } else if (item.type === "function_call_output") {
+      const output = item as z.infer<typeof functionCallOutputItemSchema>;
+      messages.push({ role: "tool", tool_call_id: output.call_id, content: textOf(output.output, `input.${index}.output`) });
+    } else if (item.type !== "reasoning") {
+      throw new GatewayError(400, `input[${index}]: ${item.type} items are not supported by the gateway (messages, function_call, function_call_output and reasoning are)`, "unsupported_parameter", `input.${index}.type`);
+    }
+  });
+  if (messages.length === 0) throw new GatewayError(400, "input: nothing to answer (no message in it)", "invalid_request", "input");
+  return messages;
+}
+
+/** A content or output: a string as it is, text parts joined; any other part (an image, a file) refused. */
+function textOf(content: z.infer<typeof textSchema>, param: string): string {
+  if (typeof content === "string") return content;
+  return content
+    .map((part, index) => {
+      if (part.type !== "input_text" && part.type !== "output_text" && part.type !== "text") {
+        throw new GatewayError(400, `${param}[${index}]: ${part.type} parts are not supported: the gateway serves text`, "unsupported_parameter", `${param}.${index}.type`);
+      }
+      return part.text ?? "";
+    })
+    .join("");
+}
+
+type OutputItem = Record<string, unknown> & { type: string; id: string };
+
+/** The response object for a completed turn (status `incomplete` when max_output_tokens or a budget cut it). */
+export function responseOf(completion: Completion, request: ResponsesRequest, model: string, createdAt: number): Record<string, unknown> {
+  const incomplete = completion.finishReason === "length";
+  const turn = completion.id.slice(completion.id.lastIndexOf("-") + 1);
+  const output: OutputItem[] = [];
+  if (completion.content) {
+    output.push({ type: "message", id: `msg_${turn}`, status: "completed", role: "assistant", content: [{ type: "output_text", text: completion.content, annotations: [], logprobs: [] }] });
+  }
+  for (const call of completion.toolCalls) {
+    output.push({ type: "function_call", id: `fc_${call.id}`, call_id: call.id, name: call.function.name, arguments: call.function.arguments, status: "completed" });
+  }
+  return {
+    id: completion.id.replace(/^chatcmpl-/, "resp_"),
+    object: "response",
+    created_at: createdAt,
+    status: incomplete ? "incomplete" : "completed",
+    error: null,
+    incomplete_details: incomplete ? { reason: "max_output_tokens" } : null,
+    instructions: request.instructions ?? null,
+    max_output_tokens: request.max_output_tokens ?? null,
+    model,
+    output,
+    parallel_tool_calls: true,
+    temperature: request.temperature ?? null,
+    tool_choice: request.tool_choice ?? "auto",
+    tools: request.tools ?? [],
+    top_p: request.top_p ?? null,
+    text: { format: { type: "text" } },
+    metadata: {},
+    usage: {
+      input_tokens: completion.usage.prompt_tokens,
+      input_tokens_details: { cached_tokens: 0 },
+      output_tokens: completion.usage.completion_tokens,
+      output_tokens_details: { reasoning_tokens: 0 },
+      total_tokens: completion.usage.total_tokens,
+    },
+  };
+}
+
+/**
+ * The response as the SSE events the SDKs assemble (`client.responses.stream`, the Agents SDK): created and
+ * in_progress with an empty output, then each output item added, its text or arguments as one delta and done, the
+ * item done, and `response.completed` (or `response.incomplete`) with the whole response.
+ */
+export function streamResponse(res: http.ServerResponse, response: Record<string, unknown>): void {
+  res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", connection: "keep-alive" });
+  let sequence = 0;
+  const send = (type: string, fields: Record<string, unknown>) => res.write(`event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: sequence++, ...fields })}\n\n`);
+  const started = { ...response, status: "in_progress", output: [], usage: null, incomplete_details: null };
+  send("response.created", { response: started });
+  send("response.in_progress", { response: started });
+  (response.output as OutputItem[]).forEach((item, outputIndex) => {
+    const at = { item_id: item.id, output_index: outputIndex };
+    if (item.type === "message") {
+      const part = (item.content as Array<{ text: string }>)[0]!;
+      send("response.output_item.added", { output_index: outputIndex, item: { ...item, status: "in_progress", content: [] } });
+      send("response.content_part.added", { ...at, content_index: 0, part: { type: "output_text", text: "", annotations: [], logprobs: [] } });
+      send("response.output_text.delta", { ...at, content_index: 0, delta: part.text, logprobs: [] });
+      send("response.output_text.done", { ...at, content_index: 0, text: part.text, logprobs: [] });
+      send("response.content_part.done", { ...at, content_index: 0, part });
+    } else {
+      send("response.output_item.added", { output_index: outputIndex, item: { ...item, arguments: "", status: "in_progress" } });
+      send("response.function_call_arguments.delta", { ...at, delta: item.arguments });
+      send("response.function_call_arguments.done", { ...at, name: item.name, arguments: item.arguments });
+    }
+    send("response.output_item.done", { output_index: outputIndex, item });
+  });
+  send(response.status === "incomplete" ? "response.incomplete" : "response.completed", { response });
+  res.end();
+}

@@ -1,0 +1,144 @@
+/**
+ * The Responses API's mapping onto the gateway's chat session (src/gateway/responses-api.ts): which chat messages
+ * and tools a request stands for, and the response and SSE events a turn comes back as. The SDKs end to end (npm and
+ * Python, streaming and not, token for token against tool_agent) are test/openai-gateway.test.ts; the refusals over
+ * HTTP, test/openai-gateway-faults.test.ts.
+ */
+import type http from "node:http";
+import { describe, expect, it } from "vitest";
+import { chatRequestOf, ignoredResponsesFields, parseResponsesRequest, responseOf, streamResponse } from "../src/gateway/responses-api.js";
+import { GatewayError } from "../src/gateway/openai-schema.js";
+import type { Completion } from "../src/gateway/session.js";
+
+const chatOf = (body: Record<string, unknown>) => chatRequestOf(parseResponsesRequest(body));
+const refusal = (body: Record<string, unknown>) => {
+  try {
+    chatOf(body);
+  } catch (err) {
+    expect(err).toBeInstanceOf(GatewayError);
+    const { status, code, param } = err as GatewayError;
+    return { status, code, param };
+  }
+  throw new Error("expected a refusal");
+};
+
+const TOOL = { type: "function", name: "calc", description: "checks", parameters: { type: "object", properties: {} }, strict: true };
+
+describe("a request as the chat request it stands for", () => {
+  it("instructions become the system message, a string input the user message", () => {
+    expect(chatOf({ model: "m", instructions: "Be brief.", input: "2+2?" }).messages).toEqual([
+      { role: "system", content: "Be brief." },
+      { role: "user", content: "2+2?" },
+    ]);
+  });
+
+  it("a function_call joins the assistant message before it; one after a tool result opens a new turn", () => {
+    const request = chatOf({
+      input: [
+        { role: "user", content: [{ type: "input_text", text: "What is " }, { type: "input_text", text: "2+2?" }] },
+        { type: "message", id: "msg_0", role: "assistant", status: "completed", content: [{ type: "output_text", text: "Checking.", annotations: [] }] },
+        { type: "function_call", id: "fc_1", call_id: "call_0_0", name: "calc", arguments: '{"answer": "4"}', status: "completed" },
+        { type: "function_call", call_id: "call_0_1", name: "calc", arguments: "{}" },
+        { type: "function_call_output", call_id: "call_0_0", output: "ok" },
+        { type: "function_call_output", call_id: "call_0_1", output: [{ type: "input_text", text: "also ok" }] },
+        { type: "reasoning", id: "rs_1", summary: [] },
+        { type: "function_call", call_id: "call_1_0", name: "calc", arguments: "{}" },
+        { type: "function_call_output", call_id: "call_1_0", output: "done" },
+      ],
+    });
+    expect(request.messages).toEqual([
+      { role: "user", content: "What is 2+2?" },
+      {
+        role: "assistant",
+        content: "Checking.",
+        tool_calls: [
+          { id: "call_0_0", type: "function", function: { name: "calc", arguments: '{"answer": "4"}' } },
+          { id: "call_0_1", type: "function", function: { name: "calc", arguments: "{}" } },
+        ],
+      },
+      { role: "tool", tool_call_id: "call_0_0", content: "ok" },
+      { role: "tool", tool_call_id: "call_0_1", content: "also ok" },
+      { role: "assistant", content: "", tool_calls: [{ id: "call_1_0", type: "function", function: { name: "calc", arguments: "{}" } }] },
+      { role: "tool", tool_call_id: "call_1_0", content: "done" },
+    ]);
+  });
+
+  it("function tools become chat tools without `strict`; tool_choice, max_output_tokens and sampling carry over", () => {
+    const request = chatOf({ input: "hi", tools: [TOOL], tool_choice: { type: "function", name: "calc" }, max_output_tokens: 64, temperature: 0.5, top_p: 0.9 });
+    expect(request.tools).toEqual([{ type: "function", function: { name: "calc", description: "checks", parameters: { type: "object", properties: {} } } }]);
+    expect(Object.keys(request.tools![0]!.function)).toEqual(["name", "description", "parameters"]);
+    expect(request.tool_choice).toEqual({ type: "function", function: { name: "calc" } });
+    expect(request).toMatchObject({ max_completion_tokens: 64, temperature: 0.5, top_p: 0.9 });
+    expect(chatOf({ input: "hi", tools: [TOOL], tool_choice: "required" }).tool_choice).toBe("required");
+  });
+
+  it("refuses what needs state, hosted tools, other parts or structured output, naming the field", () => {
+    expect(refusal({ input: "hi", previous_response_id: "resp_1" })).toEqual({ status: 400, code: "unsupported_parameter", param: "previous_response_id" });
+    expect(refusal({ input: "hi", conversation: "conv_1" })).toEqual({ status: 400, code: "unsupported_parameter", param: "conversation" });
+    expect(refusal({ input: "hi", background: true })).toEqual({ status: 400, code: "unsupported_parameter", param: "background" });
+    expect(refusal({ input: "hi", tools: [{ type: "file_search" }] })).toEqual({ status: 400, code: "unsupported_parameter", param: "tools.0.type" });
+    expect(refusal({ input: "hi", tools: [{ type: "function" }] })).toEqual({ status: 400, code: "invalid_request", param: "tools.0.name" });
+    expect(refusal({ input: "hi", tool_choice: { type: "web_search" } })).toEqual({ status: 400, code: "unsupported_parameter", param: "tool_choice" });
+    expect(refusal({ input: [{ role: "user", content: [{ type: "input_file", file_id: "f" }] }] })).toEqual({ status: 400, code: "unsupported_parameter", param: "input.0.content.0.type" });
+    expect(refusal({ input: "hi", text: { format: { type: "json_object" } } })).toEqual({ status: 400, code: "unsupported_parameter", param: "text.format" });
+    expect(refusal({ input: [{ type: "reasoning", summary: [] }] })).toEqual({ status: 400, code: "invalid_request", param: "input" });
+    expect(refusal({ input: [{ role: "user", content: 3 }] })).toMatchObject({ status: 400, code: "invalid_request" });
+    expect(refusal({ input: [] })).toEqual({ status: 400, code: "invalid_request", param: "input" });
+  });
+
+  it("notes the fields it does not act on, not the ones every SDK sends", () => {
+    expect(ignoredResponsesFields({ model: "m", input: "hi", store: false, include: [], parallel_tool_calls: true, reasoning: { effort: "low" }, truncation: "auto", previous_response_id: null })).toEqual(["reasoning", "truncation"]);
+  });
+});
+
+const completion = (over: Partial<Completion> = {}): Completion => ({
+  id: "chatcmpl-agentrl-abcd-3",
+  content: "Checking.",
+  toolCalls: [{ id: "call_2_0", type: "function", function: { name: "calc", arguments: '{"answer":"4"}' } }],
+  finishReason: "tool_calls",
+  usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
+  ...over,
+});
+
+describe("a turn as a response", () => {
+  const request = parseResponsesRequest({ input: "hi", tools: [TOOL], instructions: "Be brief." });
+
+  it("the text as a message item, each call as a function_call item, usage in the Responses API's names", () => {
+    const response = responseOf(completion(), request, "policy", 7);
+    expect(response).toMatchObject({ id: "resp_agentrl-abcd-3", object: "response", created_at: 7, status: "completed", incomplete_details: null, model: "policy", instructions: "Be brief." });
+    expect(response.output).toEqual([
+      { type: "message", id: "msg_3", status: "completed", role: "assistant", content: [{ type: "output_text", text: "Checking.", annotations: [], logprobs: [] }] },
+      { type: "function_call", id: "fc_call_2_0", call_id: "call_2_0", name: "calc", arguments: '{"answer":"4"}', status: "completed" },
+    ]);
+    expect(response.usage).toEqual({ input_tokens: 10, input_tokens_details: { cached_tokens: 0 }, output_tokens: 5, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 15 });
+  });
+
+  it("a turn cut by its length is incomplete (max_output_tokens); calls alone have no message item", () => {
+    expect(responseOf(completion({ finishReason: "length", toolCalls: [] }), request, "policy", 7)).toMatchObject({ status: "incomplete", incomplete_details: { reason: "max_output_tokens" } });
+    expect((responseOf(completion({ content: "" }), request, "policy", 7).output as Array<{ type: string }>).map((item) => item.type)).toEqual(["function_call"]);
+  });
+
+  it("streams created, the items' events in order with rising sequence numbers, then completed with the whole response", () => {
+    const chunks: string[] = [];
+    const res = { writeHead: () => res, write: (chunk: string) => chunks.push(chunk), end: () => undefined } as unknown as http.ServerResponse;
+    const response = responseOf(completion(), request, "policy", 7);
+    streamResponse(res, response);
+    const events = chunks.map((chunk) => {
+      const [, type, data] = /^event: (\S+)\ndata: (.*)\n\n$/s.exec(chunk)!;
+      const parsed = JSON.parse(data!) as Record<string, unknown>;
+      expect(parsed.type).toBe(type);
+      return parsed;
+    });
+    expect(events.map((e) => e.type)).toEqual([
+      "response.created", "response.in_progress",
+      "response.output_item.added", "response.content_part.added", "response.output_text.delta", "response.output_text.done", "response.content_part.done", "response.output_item.done",
+      "response.output_item.added", "response.function_call_arguments.delta", "response.function_call_arguments.done", "response.output_item.done",
+      "response.completed",
+    ]);
+    expect(events.map((e) => e.sequence_number)).toEqual(events.map((_, i) => i));
+    expect(events[0]!.response).toMatchObject({ status: "in_progress", output: [] });
+    expect(events[4]).toMatchObject({ item_id: "msg_3", output_index: 0, delta: "Checking." });
+    expect(events[9]).toMatchObject({ item_id: "fc_call_2_0", output_index: 1, delta: '{"answer":"4"}' });
+    expect(events.at(-1)!.response).toEqual(response);
+  });
+});
