@@ -34,6 +34,8 @@ const AGENT_LOOPS: Array<[label: string, name: string, loop: Record<string, unkn
   ["the openai Python package's Responses API, as a function", "py_responses_fn", { kind: "openai", function: `${AGENTS}/responses_agent.py#agent`, python: VENV_PYTHON }],
   ["LangChain's ChatOpenAI", "langchain", { kind: "openai", command: ["node", `${AGENTS}/langchain-agent.mjs`] }],
   ["LangChain's ChatOpenAI, streaming", "langchain_stream", { kind: "openai", command: ["node", `${AGENTS}/langchain-agent.mjs`, "--stream"] }],
+  ["LangChain's ChatOpenAI on the Responses API", "langchain_responses", { kind: "openai", command: ["node", `${AGENTS}/langchain-agent.mjs`, "--responses"] }],
+  ["LangChain's ChatOpenAI on the Responses API, streaming", "langchain_responses_stream", { kind: "openai", command: ["node", `${AGENTS}/langchain-agent.mjs`, "--responses", "--stream"] }],
   ["the openai npm package, inside bubblewrap", "npm_bwrap", { kind: "openai", command: ["node", `${AGENTS}/chat-agent.mjs`], sandbox: "bwrap" }],
   ["the openai Python package, as a function inside bubblewrap", "py_fn_bwrap", { kind: "openai", function: `${AGENTS}/chat_agent.py#agent`, python: VENV_PYTHON, sandbox: "bwrap" }],
 ];
