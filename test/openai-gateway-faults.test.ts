@@ -168,7 +168,7 @@ describe("one run with crashing, silent, summarising and probing agents beside o
       probe: jsAgent("finishedProbe"),
       chat: chatAgent("normal"),
       jailed: { ...chatAgent("sandbox-probe"), sandbox: "bwrap" },
-      unjailed: chatAgent("sandbox-probe"),
+      unjailed: { ...chatAgent("sandbox-probe"), env: { AGENT_MODE: "sandbox-probe", OPENAI_AGENTS_DISABLE_TRACING: "false" } },
     });
   });
 
@@ -193,6 +193,11 @@ describe("one run with crashing, silent, summarising and probing agents beside o
   it("sandbox: bwrap keeps the agent from writing to the working folder; without it the same agent can", () => {
     expect(row("jailed").map((t) => [t.status, extra(t).wroteWorkingFolder])).toEqual([0, 1].map(() => ["completed", "EROFS"]));
     expect(row("unjailed").map((t) => [t.status, extra(t).wroteWorkingFolder])).toEqual([0, 1].map(() => ["completed", true]));
+  });
+
+  it("turns the Agents SDK's trace upload off for command agents, unless the agent's env says otherwise", () => {
+    expect(row("jailed").map((t) => extra(t).agentsTracingOff)).toEqual(["true", "true"]);
+    expect(row("unjailed").map((t) => extra(t).agentsTracingOff)).toEqual(["false", "false"]);
   });
 
   it("an agent that exits non-zero mid-conversation fails with its exit code and last stderr line; its turn stays", () => {

@@ -120,8 +120,17 @@ async function runOpenaiAgent(options: OpenaiAgentOptions, launch: Launch, api: 
   }
 }
 
+/**
+ * The OpenAI Agents SDK uploads traces to api.openai.com with OPENAI_API_KEY, which for an agent is its trajectory's
+ * gateway key: a 401 online, and offline retries that hold up every agent's exit. Off for command agents unless
+ * agentrl's environment or the agent's `env` sets it (worker/agentrl_worker/openai_agent_host.py does the same for
+ * Python function agents).
+ */
+const AGENTS_TRACING = "OPENAI_AGENTS_DISABLE_TRACING";
+
 async function runLaunched(wrapper: AgentWrapper, options: OpenaiAgentOptions, gatewayEnv: Record<string, string>, row: AgentRow, signal: AbortSignal): Promise<AgentProcessOutcome> {
-  const launch = wrapper({ ...options.spec.env, ...gatewayEnv });
+  const tracingOff: Record<string, string> = process.env[AGENTS_TRACING] === undefined ? { [AGENTS_TRACING]: "true" } : {};
+  const launch = wrapper({ ...tracingOff, ...options.spec.env, ...gatewayEnv });
   try {
     return await runAgentProcess({ launcher: options.launcher, argv: launch.argv, env: launch.env, cwd: options.cwd, input: JSON.stringify(row), signal });
   } finally {

@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import inspect
 import json
+import os
 import sys
 import traceback
 from concurrent.futures import ThreadPoolExecutor
@@ -109,7 +110,13 @@ class OpenaiAgentHost(TaskHost):
         return self.run_request(req)
 
 
+#: The OpenAI Agents SDK uploads traces to api.openai.com with OPENAI_API_KEY, here a trajectory's gateway key: a
+#: 401 online, retries that hold up every exit offline. Off unless the user's environment says otherwise.
+AGENTS_TRACING_OFF = ("OPENAI_AGENTS_DISABLE_TRACING", "true")
+
+
 def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault(*AGENTS_TRACING_OFF)
     parser = argparse.ArgumentParser(prog="python -m agentrl_worker.openai_agent_host")
     parser.add_argument("--function", required=True, help="pkg.mod.name, /path/file.py#name, or /path/file.py (its agent)")
     return host_main(parser, argv, lambda args: load_function(args.function), OpenaiAgentHost)

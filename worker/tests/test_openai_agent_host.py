@@ -7,6 +7,7 @@ its own key, sync and async functions alike, over the host's shared connection p
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -39,10 +40,10 @@ class _Gateway(BaseHTTPRequestHandler):
         pass
 
 
-def _run_host(agent_file: Path, target: str, requests: list[dict]) -> tuple[dict, list[dict]]:
+def _run_host(agent_file: Path, target: str, requests: list[dict], env: dict[str, str] | None = None) -> tuple[dict, list[dict]]:
     """Sends `requests`, reads one reply per request, then shuts the host down (shutdown cancels what still runs)."""
     args = [sys.executable, "-m", "agentrl_worker.openai_agent_host", "--function", f"{agent_file}#{target}"]
-    host = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=WORKER_DIR)
+    host = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=WORKER_DIR, env=env)
     assert host.stdin is not None and host.stdout is not None
     try:
         hello = json.loads(host.stdout.readline())
@@ -73,6 +74,10 @@ def _agents(tmp_path: Path) -> Path:
 
         def broken(client, row):
             raise ValueError("no answer")
+
+        def tracing_setting(client, row):
+            import os
+            return {"reward": 0, "tracing_off": os.environ.get("OPENAI_AGENTS_DISABLE_TRACING")}
 
         NOT_A_FUNCTION = 3
         """
@@ -121,3 +126,12 @@ def test_load_failures_name_the_kind_and_what_the_file_defines(tmp_path: Path) -
     load, _ = _run_host(bad, "agent", [])
     assert (load["ready"], load["kind"]) == (False, "load")
     assert "bad.py, line" in load["error"]
+
+
+def test_the_agents_sdk_trace_upload_is_off_unless_the_environment_sets_it(tmp_path: Path) -> None:
+    # It would send the trajectory's gateway key to api.openai.com (a 401), or retry at every exit offline.
+    run = [{"id": 1, "op": "run", "base_url": "http://127.0.0.1:1/v1", "api_key": "k", "row": {}}]
+    clean = {k: v for k, v in os.environ.items() if k != "OPENAI_AGENTS_DISABLE_TRACING"}
+    for env, expected in ((clean, "true"), ({**clean, "OPENAI_AGENTS_DISABLE_TRACING": "0"}, "0")):
+        _, replies = _run_host(_agents(tmp_path), "tracing_setting", run, env)
+        assert replies == [{"id": 1, "ok": True, "result": {"reward": 0, "tracing_off": expected}}]
