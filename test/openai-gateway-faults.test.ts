@@ -287,6 +287,8 @@ describe("one run with crashing, silent, summarising and probing agents beside o
       const list = { status: 200, body: { object: "list", data: [{ id: path.basename(QWEN3_DIR), object: "model", created: 0, owned_by: "agentrl" }] } };
       expect(probes.models).toEqual(list);
       expect(probes.scoped_models).toEqual(list);
+      expect(probes.one_model).toEqual({ status: 200, body: list.body.data[0] });
+      expect(probes.other_model).toEqual(error(404, "model_not_found", "model"));
       expect(probes.n2.body.error.message).toContain("n=2");
       // The refused requests left nothing: the record is the one turn on the bearer route, from the row's prompt.
       expect(turn).toEqual({ status: 200, finish_reason: "tool_calls" });

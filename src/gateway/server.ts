@@ -2,7 +2,8 @@
  * The OpenAI-compatible HTTP server on loopback that agents of kind `openai` talk to while a rollout runs. Each
  * trajectory gets its own key: its base URL is `http://127.0.0.1:PORT/t/KEY/v1`, and the same key as a bearer token
  * on `/v1/...` reaches it too, so episodes running at once never mix. Routes: `POST .../chat/completions` (JSON or
- * SSE), `POST .../responses` (the Responses API, JSON or SSE: responses-api.ts) and `GET .../models`. Every refusal is a 4xx/5xx with OpenAI's error body; nothing an agent sends can crash
+ * SSE), `POST .../responses` (the Responses API, JSON or SSE: responses-api.ts), `GET .../models` and
+ * `GET .../models/ID`. Every refusal is a 4xx/5xx with OpenAI's error body; nothing an agent sends can crash
  * the run.
  */
 import { randomBytes } from "node:crypto";
@@ -85,7 +86,13 @@ export class Gateway {
       const { key, route } = this.route(req);
       if (route === "/models" && req.method === "GET") {
         this.session(key);
-        return sendJson(res, 200, { object: "list", data: [{ id: this.modelName, object: "model", created: 0, owned_by: "agentrl" }] });
+        return sendJson(res, 200, { object: "list", data: [this.model()] });
+      }
+      if (route.startsWith("/models/") && req.method === "GET") {
+        this.session(key);
+        const id = decodedKey(route.slice("/models/".length));
+        if (id !== this.modelName) throw new GatewayError(404, `the model ${JSON.stringify(id)} does not exist: the gateway serves ${JSON.stringify(this.modelName)} (any name in a request samples it)`, "model_not_found", "model");
+        return sendJson(res, 200, this.model());
       }
       if (route === "/chat/completions" && req.method === "POST") return await this.chatCompletion(key, req, res);
       if (route === "/responses" && req.method === "POST") return await this.response(key, req, res);
@@ -100,6 +107,11 @@ export class Gateway {
         sendJson(res, error.status, error.body());
       }
     }
+  }
+
+  /** The one model, as `GET /v1/models` lists it. */
+  private model(): Record<string, unknown> {
+    return { id: this.modelName, object: "model", created: 0, owned_by: "agentrl" };
   }
 
   /** The trajectory key (from the path, else the bearer token) and the route under /v1. */
