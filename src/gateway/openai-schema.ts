@@ -136,9 +136,12 @@ const QUIET_FIELDS = new Set([
   "seed", "service_tier",
 ]);
 
-/** The request's fields the gateway does not act on (frequency_penalty, logit_bias, ...), for the run's notes. */
-export function ignoredFields(body: Record<string, unknown>): string[] {
-  return Object.keys(body).filter((key) => !QUIET_FIELDS.has(key) && body[key] !== null && body[key] !== undefined);
+/**
+ * The request's fields the gateway does not act on (frequency_penalty, logit_bias, ...), for the run's notes: those
+ * set and not in `quiet` (by default the chat-completions fields read quietly; responses-api.ts passes its own).
+ */
+export function ignoredFields(body: Record<string, unknown>, quiet: ReadonlySet<string> = QUIET_FIELDS): string[] {
+  return Object.keys(body).filter((key) => !quiet.has(key) && body[key] !== null && body[key] !== undefined);
 }
 
 /** A request the gateway refuses, as OpenAI's API would: its HTTP status and error body. */

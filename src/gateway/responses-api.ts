@@ -10,7 +10,7 @@
 import type http from "node:http";
 import { z } from "zod";
 import { formatIssues } from "../zod-issues.js";
-import { GatewayError, type ChatCompletionRequest, type RequestMessage } from "./openai-schema.js";
+import { GatewayError, ignoredFields, type ChatCompletionRequest, type RequestMessage } from "./openai-schema.js";
 import type { Completion } from "./session.js";
 
 const textPartSchema = z.looseObject({ type: z.string(), text: z.string().optional() });
@@ -81,9 +81,12 @@ export function parseResponsesRequest(body: Record<string, unknown>): ResponsesR
   return parsed.data;
 }
 
+/** Not noted either: a refused field set to null or false asks for nothing. */
+const UNNOTED_FIELDS: ReadonlySet<string> = new Set([...QUIET_FIELDS, ...Object.keys(REFUSED_FIELDS)]);
+
 /** The request's fields the gateway does not act on, for the run's notes. */
 export function ignoredResponsesFields(body: Record<string, unknown>): string[] {
-  return Object.keys(body).filter((key) => !QUIET_FIELDS.has(key) && !(key in REFUSED_FIELDS) && body[key] !== null && body[key] !== undefined);
+  return ignoredFields(body, UNNOTED_FIELDS);
 }
 
 /** The chat-completions request a Responses request stands for; the session samples it like any other. */

@@ -90,7 +90,7 @@ export class Gateway {
       }
       if (route.startsWith("/models/") && req.method === "GET") {
         this.session(key);
-        const id = decodedKey(route.slice("/models/".length));
+        const id = percentDecoded(route.slice("/models/".length));
         if (id !== this.modelName) throw new GatewayError(404, `the model ${JSON.stringify(id)} does not exist: the gateway serves ${JSON.stringify(this.modelName)} (any name in a request samples it)`, "model_not_found", "model");
         return sendJson(res, 200, this.model());
       }
@@ -118,7 +118,7 @@ export class Gateway {
   private route(req: http.IncomingMessage): { key: string | undefined; route: string } {
     const url = new URL(req.url ?? "/", "http://127.0.0.1");
     const scoped = /^\/t\/([^/]+)\/v1(\/.*)$/.exec(url.pathname);
-    if (scoped) return { key: decodedKey(scoped[1]!), route: scoped[2]!.replace(/\/$/, "") };
+    if (scoped) return { key: percentDecoded(scoped[1]!), route: scoped[2]!.replace(/\/$/, "") };
     const plain = /^\/v1(\/.*)$/.exec(url.pathname);
     if (!plain) throw new GatewayError(404, `no route ${url.pathname}: use the base URL the agent was given (OPENAI_BASE_URL)`, "unknown_url");
     const auth = req.headers.authorization;
@@ -170,8 +170,11 @@ export class Gateway {
   }
 }
 
-/** A key from the path: percent-decoded, or as written when it is not valid percent-encoding (then no key matches). */
-function decodedKey(segment: string): string {
+/**
+ * A path segment (a trajectory key, a model id): percent-decoded, or as written when it is not valid percent-encoding
+ * (then no key or model matches).
+ */
+function percentDecoded(segment: string): string {
   try {
     return decodeURIComponent(segment);
   } catch {
