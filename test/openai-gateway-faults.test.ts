@@ -38,15 +38,18 @@ async function writeRows(file: string, names: string[]): Promise<string> {
 
 /**
  * A model that calls the GSM8K tool with the sum the conversation asks for, then answers it once it has seen a tool
- * response. A summarised history holds no question: it answers the number the summary names.
+ * response. A summarised history holds no question: it answers the number the summary names. Under a JSON-schema
+ * grammar it answers `{"answer": sum}`.
  */
 function sumThenAnswer(chat: ChatModel): RespondFn {
   const toolResponse = chat.tokenToId("<tool_response>")!;
   const encode = (text: string) => [...chat.encode(text), IM_END];
-  return (ids) => {
+  return (ids, params) => {
     const text = chat.decode(ids);
     const asked = /What is (\d+) \+ (\d+)\?/.exec(text);
     const value = asked ? String(Number(asked[1]) + Number(asked[2])) : (/checked the answer (\S+) with/.exec(text)?.[1] ?? "0");
+    // A grammar (SGLang's json_schema) is honoured the way the real engine would: the answer as the object it asks for.
+    if (params.json_schema !== undefined) return encode(JSON.stringify({ answer: value }));
     return encode(ids.includes(toolResponse) ? `#### ${value}` : toolCall(value));
   };
 }
@@ -88,6 +91,47 @@ describe("request options: max_tokens, tool_choice none, stop, and max_assistant
       // The cut turn was closed with the end-of-turn token (mask 0) before the next user message.
       expect(t.response_mask.filter((m) => m === 1).length).toBe(t.segments.filter((s) => s.kind === "assistant").reduce((n, s) => n + s.end - s.start, 0));
     }
+  });
+});
+
+describe("structured output: response_format and text.format", () => {
+  let run: Awaited<ReturnType<typeof rollout>>;
+  let generates: Array<{ sampling_params: Record<string, unknown> }>;
+  beforeAll(async () => {
+    const before = fake.stats.log.length;
+    run = await rollout("structured", await writeRows(f("structured.parquet"), ["structured", "tools_format"]), {
+      structured: { kind: "openai", function: `${AGENTS}/structured_agent.py#structured`, python: VENV_PYTHON },
+      tools_format: jsAgent("formatWithTools"),
+    });
+    generates = fake.stats.log.slice(before).filter((e) => e.path === "/generate").map((e) => e.body as (typeof generates)[number]);
+  });
+
+  it("the SDK's parse() gets its typed answer: each format's schema goes to the engine as json_schema, the record goes on", () => {
+    expect(run.result.code, run.result.stderr).toBe(0);
+    const structured = run.trajectories.filter((t) => t.data_index === 0);
+    expect(structured).toHaveLength(2);
+    for (const t of structured) {
+      expect(extra(t)).toMatchObject({ chat: answerOf(0), responses: answerOf(0) });
+      // One record (no new segment); Qwen3's template re-renders the first turn without its empty think block once a
+      // user message follows, the only difference the drift check finds.
+      expect([t.status, t.assistant_turns, t.drift, t.context_segments ?? []]).toEqual(["completed", 2, "reasoning_only", []]);
+    }
+    // Both turns of both samples carried pydantic's schema of Answer, as SGLang's json_schema sampling parameter.
+    const schemas = generates.filter((g) => g.sampling_params["json_schema"] !== undefined).map((g) => JSON.parse(g.sampling_params["json_schema"] as string));
+    expect(schemas.filter((schema) => schema.title === "Answer")).toHaveLength(4);
+    for (const schema of schemas) expect(schema).toMatchObject({ type: "object", properties: { answer: { type: "string" } }, required: ["answer"] });
+  });
+
+  it("with tools the format is not enforced (the call goes through, noted once); with tool_choice none it is", () => {
+    const withTools = run.trajectories.filter((t) => t.data_index === 1);
+    expect(withTools).toHaveLength(2);
+    for (const t of withTools) {
+      expect(extra(t).withTools).toMatchObject({ finish_reason: "tool_calls", tool_calls: 1 });
+      expect(extra(t).noTools).toMatchObject({ finish_reason: "stop", content: JSON.stringify({ answer: answerOf(1) }) });
+    }
+    // Two samples × one grammar turn each (tool_choice none), plus the structured agent's four.
+    expect(generates.filter((g) => g.sampling_params["json_schema"] !== undefined)).toHaveLength(6);
+    expect(run.result.stderr.match(/response_format with tools is sampled without its grammar/g)).toHaveLength(1);
   });
 });
 
@@ -265,6 +309,8 @@ describe("one run with crashing, silent, summarising and probing agents beside o
       expect(probes.too_long).toEqual(error(400, "context_length_exceeded", "messages"));
       expect(probes.n2).toEqual(error(400, "unsupported_parameter", "n"));
       expect(probes.logprobs).toEqual(error(400, "unsupported_parameter", "logprobs"));
+      expect(probes.format_unknown).toEqual(error(400, "unsupported_parameter", "response_format"));
+      expect(probes.format_no_schema).toEqual(error(400, "invalid_request", "response_format.json_schema.schema"));
       expect(probes.not_json).toEqual(error(400, "invalid_json"));
       expect(probes.json_array).toEqual(error(400, "invalid_json"));
       expect(probes.no_messages).toEqual(error(400, "invalid_request", "messages"));
@@ -280,7 +326,8 @@ describe("one run with crashing, silent, summarising and probing agents beside o
       expect(probes.responses_previous).toEqual(error(400, "unsupported_parameter", "previous_response_id"));
       expect(probes.responses_hosted_tool).toEqual(error(400, "unsupported_parameter", "tools.0.type"));
       expect(probes.responses_image).toEqual(error(400, "unsupported_parameter", "input.0.content.0.type"));
-      expect(probes.responses_json_schema).toEqual(error(400, "unsupported_parameter", "text.format"));
+      expect(probes.responses_format_unknown).toEqual(error(400, "unsupported_parameter", "text.format"));
+      expect(probes.responses_no_schema).toEqual(error(400, "invalid_request", "response_format.json_schema.schema"));
       expect(probes.responses_bad_item).toEqual(error(400, "unsupported_parameter", "input.0.type"));
       expect(probes.responses_no_input).toEqual(error(400, "invalid_request", "input"));
       expect(probes.get_responses).toEqual(error(405, "method_not_allowed"));

@@ -72,7 +72,18 @@ describe("a request as the chat request it stands for", () => {
     expect(chatOf({ input: "hi", tools: [TOOL], tool_choice: "required" }).tool_choice).toBe("required");
   });
 
-  it("refuses what needs state, hosted tools, other parts or structured output, naming the field", () => {
+  it("text.format becomes response_format: json_schema's name, schema and strict nested under json_schema", () => {
+    const schema = { type: "object", properties: { answer: { type: "string" } }, required: ["answer"] };
+    expect(chatOf({ input: "hi", text: { format: { type: "json_schema", name: "answer", schema, strict: true } } }).response_format).toEqual({
+      type: "json_schema",
+      json_schema: { name: "answer", schema, strict: true },
+    });
+    expect(chatOf({ input: "hi", text: { format: { type: "json_object" } } }).response_format).toEqual({ type: "json_object" });
+    expect(chatOf({ input: "hi", text: { format: { type: "text" } } })).not.toHaveProperty("response_format");
+    expect(chatOf({ input: "hi" })).not.toHaveProperty("response_format");
+  });
+
+  it("refuses what needs state, hosted tools, other parts or formats, naming the field", () => {
     expect(refusal({ input: "hi", previous_response_id: "resp_1" })).toEqual({ status: 400, code: "unsupported_parameter", param: "previous_response_id" });
     expect(refusal({ input: "hi", conversation: "conv_1" })).toEqual({ status: 400, code: "unsupported_parameter", param: "conversation" });
     expect(refusal({ input: "hi", background: true })).toEqual({ status: 400, code: "unsupported_parameter", param: "background" });
@@ -80,7 +91,7 @@ describe("a request as the chat request it stands for", () => {
     expect(refusal({ input: "hi", tools: [{ type: "function" }] })).toEqual({ status: 400, code: "invalid_request", param: "tools.0.name" });
     expect(refusal({ input: "hi", tool_choice: { type: "web_search" } })).toEqual({ status: 400, code: "unsupported_parameter", param: "tool_choice" });
     expect(refusal({ input: [{ role: "user", content: [{ type: "input_file", file_id: "f" }] }] })).toEqual({ status: 400, code: "unsupported_parameter", param: "input.0.content.0.type" });
-    expect(refusal({ input: "hi", text: { format: { type: "json_object" } } })).toEqual({ status: 400, code: "unsupported_parameter", param: "text.format" });
+    expect(refusal({ input: "hi", text: { format: { type: "grammar" } } })).toEqual({ status: 400, code: "unsupported_parameter", param: "text.format" });
     expect(refusal({ input: [{ type: "reasoning", summary: [] }] })).toEqual({ status: 400, code: "invalid_request", param: "input" });
     expect(refusal({ input: [{ role: "user", content: 3 }] })).toMatchObject({ status: 400, code: "invalid_request" });
     expect(refusal({ input: [] })).toEqual({ status: 400, code: "invalid_request", param: "input" });

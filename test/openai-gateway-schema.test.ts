@@ -6,7 +6,8 @@
  * code; and the gateway's errors stay the schema's, since everything the fast path declines goes to zod.
  */
 import { describe, expect, it } from "vitest";
-import { chatCompletionRequestSchema, parseChatCompletionRequest, usualChatCompletionRequest } from "../src/gateway/openai-schema.js";
+import { chatCompletionRequestSchema, GatewayError, parseChatCompletionRequest, responseFormatGrammar, usualChatCompletionRequest } from "../src/gateway/openai-schema.js";
+import { generateBody } from "../src/engine/wire.js";
 import { seededRandom } from "../src/data/random.js";
 import { mutateOnePlace } from "./helpers/mutate.js";
 
@@ -89,5 +90,39 @@ describe("usual chat-completion requests without zod", () => {
     // Both kinds occurred, so the comparison above exercised both sides.
     expect(fastAccepted).toBeGreaterThan(500);
     expect(refused).toBeGreaterThan(500);
+  });
+});
+
+describe("response_format as a grammar", () => {
+  const schema = { type: "object", properties: { answer: { type: "string" } }, required: ["answer"], additionalProperties: false };
+
+  it("json_schema is its schema as JSON text, json_object any object, text and none no grammar", () => {
+    expect(JSON.parse(responseFormatGrammar({ type: "json_schema", json_schema: { name: "answer", schema, strict: true } })!)).toEqual(schema);
+    expect(JSON.parse(responseFormatGrammar({ type: "json_object" })!)).toEqual({ type: "object" });
+    expect(responseFormatGrammar({ type: "text" })).toBeUndefined();
+    expect(responseFormatGrammar(undefined)).toBeUndefined();
+    expect(responseFormatGrammar(null)).toBeUndefined();
+  });
+
+  it("a json_schema without a schema object, or another type, is a 400 naming the field", () => {
+    const refusal = (format: unknown) => {
+      try {
+        responseFormatGrammar(format);
+      } catch (err) {
+        const { status, code, param } = err as GatewayError;
+        return { status, code, param };
+      }
+      return undefined;
+    };
+    expect(refusal({ type: "json_schema", json_schema: { name: "x" } })).toEqual({ status: 400, code: "invalid_request", param: "response_format.json_schema.schema" });
+    expect(refusal({ type: "json_schema", json_schema: { name: "x", schema: "{}" } })).toEqual({ status: 400, code: "invalid_request", param: "response_format.json_schema.schema" });
+    expect(refusal({ type: "json_schema" })).toEqual({ status: 400, code: "invalid_request", param: "response_format.json_schema.schema" });
+    expect(refusal({ type: "regex" })).toEqual({ status: 400, code: "unsupported_parameter", param: "response_format" });
+  });
+
+  it("goes to SGLang as sampling_params.json_schema", () => {
+    const body = JSON.parse(generateBody([1, 2], { maxNewTokens: 8, jsonSchema: '{"type":"object"}' }, "rid-1"));
+    expect(body.sampling_params).toMatchObject({ max_new_tokens: 8, json_schema: '{"type":"object"}' });
+    expect(JSON.parse(generateBody([1, 2], { maxNewTokens: 8 }, "rid-2")).sampling_params).not.toHaveProperty("json_schema");
   });
 });

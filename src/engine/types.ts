@@ -19,6 +19,11 @@ export interface SamplingParams {
   presencePenalty?: number;
   repetitionPenalty?: number;
   samplingSeed?: number;
+  /**
+   * A JSON schema (as JSON text) the output must match: SGLang's grammar-constrained decoding (`json_schema`). The
+   * sampled tokens are still the record's; only the choice among them is masked by the grammar.
+   */
+  jsonSchema?: string;
   /** Passed through unchanged as extra `sampling_params` keys (snake_case, as SGLang spells them). */
   extra?: Record<string, unknown>;
 }

@@ -165,6 +165,7 @@ export function toWireSamplingParams(params: SamplingParams): Record<string, unk
     ["presencePenalty", "presence_penalty"],
     ["repetitionPenalty", "repetition_penalty"],
     ["samplingSeed", "sampling_seed"],
+    ["jsonSchema", "json_schema"],
   ];
   for (const [ours, theirs] of mapping) {
     if (params[ours] !== undefined) wire[theirs] = params[ours];

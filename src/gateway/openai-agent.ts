@@ -102,7 +102,7 @@ function splitTarget(target: string): [string, string | undefined] {
 async function runOpenaiAgent(options: OpenaiAgentOptions, launch: Launch, api: TrajectoryControl, run: TrajectoryInFlight): Promise<Finish> {
   const { gateway } = options;
   const key = Gateway.newKey();
-  const session = new GatewaySession(key, api, run, options.note);
+  const session = new GatewaySession(key, api, run, options.note, options.spec.response_format);
   gateway.open(session);
   try {
     const row = agentRow(run);

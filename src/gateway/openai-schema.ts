@@ -144,6 +144,27 @@ export function ignoredFields(body: Record<string, unknown>, quiet: ReadonlySet<
   return Object.keys(body).filter((key) => !quiet.has(key) && body[key] !== null && body[key] !== undefined);
 }
 
+/**
+ * The grammar a `response_format` asks for, as the JSON-schema text SGLang's `json_schema` sampling parameter takes
+ * (as SGLang's own OpenAI server maps it): `json_object` is any object, `json_schema` its `json_schema.schema`.
+ * Undefined for text; a 400 naming the field for anything else.
+ */
+export function responseFormatGrammar(format: unknown): string | undefined {
+  if (format === undefined || format === null) return undefined;
+  const type = isObject(format) ? format.type : undefined;
+  if (type === "text") return undefined;
+  if (type === "json_object") return JSON_OBJECT_SCHEMA;
+  if (type === "json_schema") {
+    const spec = (format as Record<string, unknown>).json_schema;
+    const schema = isObject(spec) ? spec.schema : undefined;
+    if (!isObject(schema)) throw new GatewayError(400, "response_format json_schema needs json_schema.schema, a JSON schema object", "invalid_request", "response_format.json_schema.schema");
+    return JSON.stringify(schema);
+  }
+  throw new GatewayError(400, `response_format ${String(type)} is not supported: text, json_object or json_schema`, "unsupported_parameter", "response_format");
+}
+
+const JSON_OBJECT_SCHEMA = JSON.stringify({ type: "object" });
+
 /** A request the gateway refuses, as OpenAI's API would: its HTTP status and error body. */
 export class GatewayError extends Error {
   constructor(

@@ -75,10 +75,23 @@ export function parseResponsesRequest(body: Record<string, unknown>): ResponsesR
     if (value !== undefined && value !== null && value !== false) throw new GatewayError(400, `${field}: ${why}`, "unsupported_parameter", field);
   }
   const format = parsed.data.text?.format?.type;
-  if (format !== undefined && format !== "text") {
-    throw new GatewayError(400, `text.format ${format} is not supported: there is no constrained decoding on the gateway`, "unsupported_parameter", "text.format");
+  if (format !== undefined && !TEXT_FORMATS.has(format)) {
+    throw new GatewayError(400, `text.format ${format} is not supported: text, json_object or json_schema`, "unsupported_parameter", "text.format");
   }
   return parsed.data;
+}
+
+const TEXT_FORMATS: ReadonlySet<string> = new Set(["text", "json_object", "json_schema"]);
+
+/**
+ * `text.format` as chat completions' `response_format`: the Responses API puts a json_schema format's name, schema and
+ * strict beside its type, where chat completions nests them under `json_schema`.
+ */
+function responseFormatOf(format: Record<string, unknown> | undefined): ChatCompletionRequest["response_format"] {
+  if (format === undefined || format.type === "text") return undefined;
+  if (format.type !== "json_schema") return { type: String(format.type) };
+  const { type: _type, ...spec } = format;
+  return { type: "json_schema", json_schema: spec };
 }
 
 /** Not noted either: a refused field set to null or false asks for nothing. */
@@ -109,6 +122,7 @@ export function chatRequestOf(request: ResponsesRequest): ChatCompletionRequest 
   if (typeof choice === "string" || choice == null) toolChoice = choice;
   else if (choice.type === "function" && choice.name) toolChoice = { type: "function", function: { name: choice.name } };
   else throw new GatewayError(400, `tool_choice ${JSON.stringify(choice)} is not supported: use auto, none, required or {"type": "function", "name": ...}`, "unsupported_parameter", "tool_choice");
+  const responseFormat = responseFormatOf(request.text?.format);
   return {
     messages,
     ...(tools.length > 0 ? { tools } : {}),
@@ -116,6 +130,7 @@ export function chatRequestOf(request: ResponsesRequest): ChatCompletionRequest 
     ...(request.max_output_tokens != null ? { max_completion_tokens: request.max_output_tokens } : {}),
     ...(request.temperature != null ? { temperature: request.temperature } : {}),
     ...(request.top_p != null ? { top_p: request.top_p } : {}),
+    ...(responseFormat ? { response_format: responseFormat } : {}),
   };
 }
 
@@ -192,7 +207,7 @@ export function responseOf(completion: Completion, request: ResponsesRequest, mo
     tool_choice: request.tool_choice ?? "auto",
     tools: request.tools ?? [],
     top_p: request.top_p ?? null,
-    text: { format: { type: "text" } },
+    text: { format: request.text?.format ?? { type: "text" } },
     metadata: {},
     usage: {
       input_tokens: completion.usage.prompt_tokens,

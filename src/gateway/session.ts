@@ -8,7 +8,7 @@ import type { ChatMessage, Conversation, ToolCall, ToolSchema } from "../chat/in
 import type { TrajectoryControl } from "../rollout/agent-loop.js";
 import type { Finish, TrajectoryInFlight } from "../rollout/trajectory-state.js";
 import { messageKey, planHistory, toolsKey } from "./history.js";
-import { GatewayError, ignoredFields, toChatMessage, type ChatCompletionRequest } from "./openai-schema.js";
+import { GatewayError, ignoredFields, responseFormatGrammar, toChatMessage, type ChatCompletionRequest } from "./openai-schema.js";
 
 /** The assistant turn a request produced, in OpenAI's terms. */
 export interface Completion {
@@ -21,6 +21,12 @@ export interface Completion {
 
 /** Once-per-run notes (the trainer's sampling settings winning over the agent's, fields ignored). */
 export type NoteOnce = (key: string, message: string) => void;
+
+/**
+ * What a `response_format` (or the Responses API's `text.format`) does: `constrain` sends its JSON schema to the
+ * engine's grammar-constrained decoding, `sample` samples as without one (the agent loop's `response_format`).
+ */
+export type ResponseFormatPolicy = "constrain" | "sample";
 
 export class GatewaySession {
   /** True once a request has rendered the agent's own prompt in place of the row's. */
@@ -41,6 +47,7 @@ export class GatewaySession {
     private readonly api: TrajectoryControl,
     private readonly run: TrajectoryInFlight,
     private readonly note: NoteOnce,
+    private readonly responseFormat: ResponseFormatPolicy = "constrain",
   ) {}
 
   get trajectoryId(): string {
@@ -65,6 +72,8 @@ export class GatewaySession {
       throw new GatewayError(400, "the last message is an assistant message: continuing a prefilled assistant turn is not supported", "unsupported_prefill", "messages");
     }
     const tools: ToolSchema[] = request.tools ?? [];
+    // Before the record changes: a response_format refused here leaves it as it was.
+    const grammar = this.grammarOf(request, tools);
     this.extendRecord(messages, tools, this.toolsKeyOf(tools));
     const limit = this.turnLimit();
     if (limit) {
@@ -74,7 +83,7 @@ export class GatewaySession {
     const cap = request.max_completion_tokens ?? request.max_tokens ?? undefined;
     const stop = request.stop == null ? undefined : typeof request.stop === "string" ? [request.stop] : request.stop;
     const promptTokens = this.run.conversation.totalLength;
-    const generated = await this.api.generate({ ...(cap ? { maxNewTokens: cap } : {}), ...(stop ? { stop } : {}) });
+    const generated = await this.api.generate({ ...(cap ? { maxNewTokens: cap } : {}), ...(stop ? { stop } : {}), ...(grammar ? { jsonSchema: grammar } : {}) });
     if (generated.finish && generated.ids.length === 0) this.checkOpen();
     const lengthCut = generated.finishReason === "length" || generated.finish?.reason === "length";
     const calls = this.parseCalls(request, tools, lengthCut);
@@ -108,8 +117,6 @@ export class GatewaySession {
   private checkSupported(request: ChatCompletionRequest, body: Record<string, unknown>): void {
     if (request.n != null && request.n !== 1) throw new GatewayError(400, `n=${request.n}: the gateway samples one choice per request (each trajectory is one sample)`, "unsupported_parameter", "n");
     if (request.logprobs) throw new GatewayError(400, "logprobs are not returned by the gateway: the trajectory record holds them", "unsupported_parameter", "logprobs");
-    const format = request.response_format?.type;
-    if (format !== undefined && format !== "text") throw new GatewayError(400, `response_format ${format} is not supported: there is no constrained decoding on the gateway`, "unsupported_parameter", "response_format");
     const { rollout, greedy } = this.run.ctx;
     const temperature = greedy ? 0 : rollout.temperature;
     const topP = greedy ? 1 : rollout.top_p;
@@ -120,6 +127,25 @@ export class GatewaySession {
       this.note("top_p", `gateway: the agent asks for top_p ${request.top_p}; the trainer's ${topP} samples (actor_rollout_ref.rollout.top_p)`);
     }
     this.noteIgnored(ignoredFields(body));
+  }
+
+  /**
+   * The turn's grammar (JSON-schema text) from its response_format, or none: not when the model may call a tool this
+   * turn (a grammar for the answer would forbid the call; OpenAI applies the format to the final answer only), and not
+   * under `response_format: sample`. Each of those is noted once per run.
+   */
+  private grammarOf(request: ChatCompletionRequest, tools: readonly ToolSchema[]): string | undefined {
+    const grammar = responseFormatGrammar(request.response_format);
+    if (grammar === undefined) return undefined;
+    if (tools.length > 0 && request.tool_choice !== "none") {
+      this.note("response_format:tools", "gateway: a response_format with tools is sampled without its grammar, which would forbid the tool calls; the answer is returned as sampled");
+      return undefined;
+    }
+    if (this.responseFormat === "sample") {
+      this.note("response_format:sample", "gateway: response_format is not enforced (the agent loop's response_format: sample); the answer is returned as sampled");
+      return undefined;
+    }
+    return grammar;
   }
 
   /** Notes, once per run each, request fields the gateway reads and does not act on. */

@@ -33,6 +33,12 @@ export interface GenerateOptions {
   maxNewTokens?: number;
   /** Stop strings for this turn (SGLang's `stop`): the engine ends the turn where one appears. */
   stop?: readonly string[];
+  /**
+   * A JSON schema (as JSON text) this turn's output must match, by the engine's grammar-constrained decoding
+   * (SGLang's `json_schema`; the embedded engine does not enforce it). A turn that a weight update preempts continues
+   * without it: a grammar cannot resume mid-output.
+   */
+  jsonSchema?: string;
 }
 
 /** A tool call a loop makes itself, by name (the model's own calls come from parseToolCalls). */
@@ -238,15 +244,16 @@ class TrajectoryAgent implements TrajectoryControl {
   }
 
   generate(options: GenerateOptions = {}): Promise<Generation> {
-    return this.track(this.generateTurn(options.maxNewTokens, options.stop));
+    return this.track(this.generateTurn(options));
   }
 
-  private async generateTurn(cap: number | undefined, stop: readonly string[] | undefined): Promise<Generation> {
+  private async generateTurn(options: GenerateOptions): Promise<Generation> {
     if (this.ended) return { ids: [], text: "", finishReason: null, finish: this.ended };
+    const cap = options.maxNewTokens;
     if (cap !== undefined && !(Number.isInteger(cap) && cap > 0)) throw new Error(`generate(): maxNewTokens must be a positive integer, not ${cap}`);
     const before = this.run.conversation.totalLength;
     const turns = this.run.log.assistantFinish.length;
-    const finish = this.end(await sampleAssistantTurn(this.run, cap, stop));
+    const finish = this.end(await sampleAssistantTurn(this.run, options));
     const ids = this.run.conversation.tokenIds.slice(before);
     const text = this.run.ctx.model.decode(ids, { skipSpecialTokens: true });
     const finishReason = this.run.log.assistantFinish.length > turns ? this.run.log.assistantFinish.at(-1)! : null;

@@ -8,22 +8,24 @@
 import type { GenerateRequest, GenerateResult } from "../engine/index.js";
 import { isEngineError } from "../engine/index.js";
 import type { ParseResult } from "../parsers/index.js";
+import type { GenerateOptions } from "./agent-loop.js";
 import type { Sample } from "./sample.js";
 import { OVER_SAMPLE_FINISH_REASON, OverSampleAbort } from "./over-sample.js";
 import { errorText, type Finish, type TrajectoryInFlight } from "./trajectory-state.js";
 
 /**
- * Samples the next assistant turn and appends it; a Finish when the trajectory ends with this turn. `cap` (an agent
- * loop's own limit on this turn) below the response budget left makes a length stop the loop's business: the turn
- * is cut, and the trajectory goes on.
+ * Samples the next assistant turn and appends it; a Finish when the trajectory ends with this turn. `maxNewTokens` (an
+ * agent loop's own limit on this turn) below the response budget left makes a length stop the loop's business: the
+ * turn is cut, and the trajectory goes on.
  */
-export async function sampleAssistantTurn(run: TrajectoryInFlight, cap?: number, stop?: readonly string[]): Promise<Finish | undefined> {
+export async function sampleAssistantTurn(run: TrajectoryInFlight, options: GenerateOptions = {}): Promise<Finish | undefined> {
+  const cap = options.maxNewTokens;
   const remaining = run.ctx.maxResponseLength - run.conversation.responseLength;
   if (remaining <= 0) return { status: "truncated", reason: "response_budget" };
   const limit = cap === undefined ? remaining : Math.min(cap, remaining);
   let sampled = 0;
   for (let piece = 0; ; piece++) {
-    const generated = await generate(run, limit - sampled, piece, stop);
+    const generated = await generate(run, generateRequest(run, limit - sampled, piece, options));
     if (generated.finish) return generated.finish;
     const { result } = generated;
     if (!result.preempted) return appendSampled(run, result, limit < remaining);
@@ -57,11 +59,11 @@ export function parseToolCalls(run: TrajectoryInFlight, toolNames: readonly stri
 
 type Generated = { result: GenerateResult; finish?: undefined } | { finish: Finish };
 
-async function generate(run: TrajectoryInFlight, maxNewTokens: number, piece: number, stop: readonly string[] | undefined): Promise<Generated> {
+async function generate(run: TrajectoryInFlight, request: GenerateRequest): Promise<Generated> {
   const { log } = run;
   const started = performance.now();
   try {
-    const result = await run.ctx.client.generate(generateRequest(run, maxNewTokens, piece, stop));
+    const result = await run.ctx.client.generate(request);
     log.genMs += performance.now() - started;
     log.retries += result.attempts - 1;
     log.server = result.server;
@@ -73,8 +75,11 @@ async function generate(run: TrajectoryInFlight, maxNewTokens: number, piece: nu
   }
 }
 
-/** `piece` > 0 continues a preempted generation; its seed differs, so it does not replay the first piece's draws. */
-function generateRequest(run: TrajectoryInFlight, maxNewTokens: number, piece: number, stop: readonly string[] | undefined): GenerateRequest {
+/**
+ * `piece` > 0 continues a preempted generation; its seed differs, so it does not replay the first piece's draws, and
+ * it goes without the turn's grammar, which would restart at the grammar's first token.
+ */
+function generateRequest(run: TrajectoryInFlight, maxNewTokens: number, piece: number, { stop, jsonSchema }: GenerateOptions): GenerateRequest {
   const { model, rollout, greedy } = run.ctx;
   const seed = requestSeed(rollout.seed, run.sample, run.conversation.assistantTurns, piece);
   return {
@@ -87,6 +92,7 @@ function generateRequest(run: TrajectoryInFlight, maxNewTokens: number, piece: n
       stopTokenIds: [...new Set([...model.eosTokenIds, model.endOfTurnTokenId])],
       ...(stop && stop.length > 0 ? { stop: [...stop] } : {}),
       ...(seed === undefined ? {} : { samplingSeed: seed }),
+      ...(jsonSchema !== undefined && piece === 0 ? { jsonSchema } : {}),
     },
     stickyKey: run.id,
     signal: run.deadline,

@@ -90,6 +90,9 @@ export const openaiAgentSchema = z
       .describe("none: a plain child process in its own process group; bwrap: bubblewrap, the working folder read-only, a private /tmp, the network shared (the gateway is on loopback)"),
     env: z.record(z.string(), z.string()).default({}).describe("extra environment variables for the agent"),
     python: z.string().min(1).nullable().default(null).describe("the interpreter of a Python function agent (default: agentrl's .venv, else python3)"),
+    response_format: z
+      .enum(["constrain", "sample"]).default("constrain")
+      .describe("a request's response_format json_object/json_schema (Responses: text.format): constrain = the engine's grammar-constrained decoding (SGLang's json_schema; not on the embedded engine), in turns without tools; sample = sampled as without one"),
   })
   .refine((agent) => (agent.command === undefined) !== (agent.function === undefined), { message: "give exactly one of command and function" });
 export type OpenaiAgentSpec = z.infer<typeof openaiAgentSchema>;
