@@ -99,9 +99,10 @@ describe("structured output: response_format and text.format", () => {
   let generates: Array<{ sampling_params: Record<string, unknown> }>;
   beforeAll(async () => {
     const before = fake.stats.log.length;
-    run = await rollout("structured", await writeRows(f("structured.parquet"), ["structured", "tools_format"]), {
+    run = await rollout("structured", await writeRows(f("structured.parquet"), ["structured", "tools_format", "langchain"]), {
       structured: { kind: "openai", function: `${AGENTS}/structured_agent.py#structured`, python: VENV_PYTHON },
       tools_format: jsAgent("formatWithTools"),
+      langchain: jsAgent("langchainStructured"),
     });
     generates = fake.stats.log.slice(before).filter((e) => e.path === "/generate").map((e) => e.body as (typeof generates)[number]);
   });
@@ -118,7 +119,7 @@ describe("structured output: response_format and text.format", () => {
     }
     // Both turns of both samples carried pydantic's schema of Answer, as SGLang's json_schema sampling parameter.
     const schemas = generates.filter((g) => g.sampling_params["json_schema"] !== undefined).map((g) => JSON.parse(g.sampling_params["json_schema"] as string));
-    expect(schemas.filter((schema) => schema.title === "Answer")).toHaveLength(4);
+    expect(schemas.filter((schema) => schema.title === "Answer" && schema.properties.answer.title === "Answer")).toHaveLength(4);
     for (const schema of schemas) expect(schema).toMatchObject({ type: "object", properties: { answer: { type: "string" } }, required: ["answer"] });
   });
 
@@ -129,9 +130,18 @@ describe("structured output: response_format and text.format", () => {
       expect(extra(t).withTools).toMatchObject({ finish_reason: "tool_calls", tool_calls: 1 });
       expect(extra(t).noTools).toMatchObject({ finish_reason: "stop", content: JSON.stringify({ answer: answerOf(1) }) });
     }
-    // Two samples × one grammar turn each (tool_choice none), plus the structured agent's four.
-    expect(generates.filter((g) => g.sampling_params["json_schema"] !== undefined)).toHaveLength(6);
+    // Two samples × one grammar turn each (tool_choice none), plus the structured agent's four and LangChain's two.
+    expect(generates.filter((g) => g.sampling_params["json_schema"] !== undefined)).toHaveLength(8);
     expect(run.result.stderr.match(/response_format with tools is sampled without its grammar/g)).toHaveLength(1);
+  });
+
+  it("LangChain's withStructuredOutput (json_schema mode) gets its parsed answer", () => {
+    const langchain = run.trajectories.filter((t) => t.data_index === 2);
+    expect(langchain).toHaveLength(2);
+    for (const t of langchain) expect([t.status, extra(t).langchain]).toEqual(["completed", answerOf(2)]);
+    const schemas = generates.map((g) => g.sampling_params["json_schema"]).filter((schema) => typeof schema === "string").map((schema) => JSON.parse(schema as string));
+    // Its own schema, as given (pydantic's, above, titles the property too).
+    expect(schemas.filter((schema) => schema.title === "Answer" && schema.properties.answer.title === undefined)).toHaveLength(2);
   });
 });
 
