@@ -319,6 +319,8 @@ describe("one run with crashing, silent, summarising and probing agents beside o
       expect(probes.too_long).toEqual(error(400, "context_length_exceeded", "messages"));
       expect(probes.n2).toEqual(error(400, "unsupported_parameter", "n"));
       expect(probes.logprobs).toEqual(error(400, "unsupported_parameter", "logprobs"));
+      // The row's system prompt, then the user message whose second part is an image.
+      expect(probes.image_part).toEqual(error(400, "unsupported_parameter", "messages.1.content.1.type"));
       expect(probes.format_unknown).toEqual(error(400, "unsupported_parameter", "response_format"));
       expect(probes.format_no_schema).toEqual(error(400, "invalid_request", "response_format.json_schema.schema"));
       expect(probes.not_json).toEqual(error(400, "invalid_json"));

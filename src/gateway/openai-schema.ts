@@ -182,6 +182,21 @@ export class GatewayError extends Error {
   }
 }
 
+/**
+ * Refuses a content part that is not text (`image_url`, `input_audio`, `file`, ...), naming it, as OpenAI's text
+ * models do: the chat template renders text, and a part left out would change the conversation without a word.
+ */
+export function refuseNonTextParts(messages: readonly RequestMessage[]): void {
+  messages.forEach((message, i) => {
+    if (!Array.isArray(message.content)) return;
+    message.content.forEach((part, j) => {
+      if (part.type !== "text") {
+        throw new GatewayError(400, `messages[${i}].content[${j}] is a ${part.type} part: the gateway renders text only`, "unsupported_parameter", `messages.${i}.content.${j}.type`);
+      }
+    });
+  });
+}
+
 /** The text of a message's content: a string as it is, text parts joined, nothing as "". */
 export function contentText(content: RequestMessage["content"] | ChatMessage["content"]): string {
   if (typeof content === "string") return content;

@@ -8,7 +8,7 @@ import type { ChatMessage, Conversation, ToolCall, ToolSchema } from "../chat/in
 import type { TrajectoryControl } from "../rollout/agent-loop.js";
 import type { Finish, TrajectoryInFlight } from "../rollout/trajectory-state.js";
 import { messageKey, planHistory, toolsKey } from "./history.js";
-import { GatewayError, ignoredFields, responseFormatGrammar, toChatMessage, type ChatCompletionRequest } from "./openai-schema.js";
+import { GatewayError, ignoredFields, refuseNonTextParts, responseFormatGrammar, toChatMessage, type ChatCompletionRequest } from "./openai-schema.js";
 
 /** The assistant turn a request produced, in OpenAI's terms. */
 export interface Completion {
@@ -117,6 +117,7 @@ export class GatewaySession {
   private checkSupported(request: ChatCompletionRequest, body: Record<string, unknown>): void {
     if (request.n != null && request.n !== 1) throw new GatewayError(400, `n=${request.n}: the gateway samples one choice per request (each trajectory is one sample)`, "unsupported_parameter", "n");
     if (request.logprobs) throw new GatewayError(400, "logprobs are not returned by the gateway: the trajectory record holds them", "unsupported_parameter", "logprobs");
+    refuseNonTextParts(request.messages);
     const { rollout, greedy } = this.run.ctx;
     const temperature = greedy ? 0 : rollout.temperature;
     const topP = greedy ? 1 : rollout.top_p;
