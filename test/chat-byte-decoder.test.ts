@@ -103,6 +103,23 @@ describe("table decoder", () => {
     expectSameAsLibrary(model, randomIdLists(model, 3, 1500));
   });
 
+  it("gives each token's own bytes: a character split across tokens comes back whole from their bytes, not from their texts", async () => {
+    const model = await loadChatModel(QWEN3_DIR);
+    for (const text of TEXTS) {
+      const ids = model.encode(text);
+      expect(Buffer.from(ids.flatMap((id) => model.tokenBytes(id))).toString("utf8")).toBe(text);
+    }
+    // The texts hold characters that no one token spells: a token's decoded text shows U+FFFD where its bytes do not.
+    const ids = TEXTS.flatMap((text) => model.encode(text));
+    const partial = ids.filter((id) => model.decode([id]).includes("\ufffd"));
+    expect(partial.length).toBeGreaterThan(0);
+    for (const id of partial) {
+      expect(Buffer.from(model.tokenBytes(id)).toString("utf8")).toBe(model.decode([id]));
+      expect(Buffer.from(model.decode([id]), "utf8").equals(Buffer.from(model.tokenBytes(id)))).toBe(false);
+    }
+    expect(Buffer.from(model.tokenBytes(model.tokenToId("<|im_end|>")!)).toString("utf8")).toBe("<|im_end|>");
+  });
+
   it("leaves other decoders to the library", async () => {
     const base = { addedTokens: [], specialTexts: new Set<string>(), idToToken: () => "a", vocabSize: 1 };
     expect(byteLevelDecoder({ ...base, decoder: { type: "Metaspace" }, model: { type: "BPE" } })).toBeUndefined();

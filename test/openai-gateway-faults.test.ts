@@ -145,6 +145,49 @@ describe("structured output: response_format and text.format", () => {
   });
 });
 
+describe("log-probs: logprobs true, streamed, and the Responses API's include", () => {
+  let run: Awaited<ReturnType<typeof rollout>>;
+  beforeAll(async () => {
+    run = await rollout("logprobs", await writeRows(f("logprobs.parquet"), ["chat", "responses"]), { chat: jsAgent("withLogprobs"), responses: jsAgent("responsesLogprobs") });
+  });
+  /** The record's log-probs and ids of assistant segment `n` (its end-of-turn token left out, as the reply leaves it). */
+  const sampled = (t: Trajectory, n: number, segments = t.segments) => {
+    const segment = segments.filter((s) => s.kind === "assistant")[n]!;
+    return { logprobs: t.response_logprobs!.slice(segment.start, segment.end - 1), ids: t.response_ids.slice(segment.start, segment.end - 1) };
+  };
+  type Entry = { token: string; logprob: number; bytes: number[]; top_logprobs: unknown[] };
+  const check = (tokens: Entry[], expected: { logprobs: number[]; ids: number[] }, text: string) => {
+    expect(tokens.map((e) => e.logprob)).toEqual(expected.logprobs);
+    expect(tokens.map((e) => e.token).join("")).toBe(text);
+    expect(Buffer.from(tokens.flatMap((e) => e.bytes)).toString("utf8")).toBe(text);
+    expect(tokens.map((e) => e.token)).toEqual(expected.ids.map((id) => model.decode([id])));
+    for (const e of tokens) expect(e.top_logprobs).toEqual([]);
+  };
+
+  it("each sampled token's text, bytes and log-prob, as the record holds them, the end-of-turn token left out", () => {
+    expect(run.result.code, run.result.stderr).toBe(0);
+    const chat = run.trajectories.filter((t) => t.data_index === 0);
+    expect(chat).toHaveLength(2);
+    for (const t of chat) {
+      const { first, streamed } = extra(t);
+      expect(first.tokens).toHaveLength(first.completion_tokens - 1);
+      check(first.tokens, sampled(t, 0), toolCall(answerOf(0)));
+      check(streamed.tokens, sampled(t, 1), streamed.content);
+      expect(streamed.content).toBe(`#### ${answerOf(0)}`);
+    }
+  });
+
+  it("on the Responses API with include message.output_text.logprobs", () => {
+    const responses = run.trajectories.filter((t) => t.data_index === 1);
+    expect(responses).toHaveLength(2);
+    for (const t of responses) {
+      const { text, tokens, completion_tokens } = extra(t);
+      expect(tokens).toHaveLength(completion_tokens - 1);
+      check(tokens, sampled(t, 0), text);
+    }
+  });
+});
+
 describe("a row whose own prompt is over data.max_prompt_length", () => {
   it("runs: the agent's first request is the prompt, and its short one fits", async () => {
     const run = await rollout("short", await writeRows(f("short.parquet"), ["short"]), { short: jsAgent("shortPrompt") }, [], ["--set", "data.max_prompt_length=64"]);
@@ -318,7 +361,8 @@ describe("one run with crashing, silent, summarising and probing agents beside o
         ({ status, body: { error: { message: expect.any(String), type, param, code } } });
       expect(probes.too_long).toEqual(error(400, "context_length_exceeded", "messages"));
       expect(probes.n2).toEqual(error(400, "unsupported_parameter", "n"));
-      expect(probes.logprobs).toEqual(error(400, "unsupported_parameter", "logprobs"));
+      expect(probes.top_logprobs).toEqual(error(400, "unsupported_parameter", "top_logprobs"));
+      expect(probes.responses_top_logprobs).toEqual(error(400, "unsupported_parameter", "top_logprobs"));
       // The row's system prompt, then the user message whose second part is an image.
       expect(probes.image_part).toEqual(error(400, "unsupported_parameter", "messages.1.content.1.type"));
       expect(probes.format_unknown).toEqual(error(400, "unsupported_parameter", "response_format"));

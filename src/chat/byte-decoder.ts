@@ -45,6 +45,8 @@ export interface ByteDecoderSource {
 
 export interface ByteDecoder {
   decode(ids: readonly number[], skipSpecialTokens: boolean): string;
+  /** One token's bytes (an added token's text as UTF-8); undefined past the vocabulary. */
+  bytes(id: number): Uint8Array | undefined;
 }
 
 /** A table decoder for a byte-level BPE tokenizer, or undefined when the tokenizer decodes some other way. */
@@ -148,6 +150,13 @@ class TableDecoder implements ByteDecoder {
       for (let at = from; at < to; at++) scratch[length++] = bytes[at]!;
     }
     return length > 0 ? text + this.flush(length) : text;
+  }
+
+  bytes(id: number): Uint8Array | undefined {
+    const { offsets, bytes, kind, addedText } = (this.tables ??= buildTables(this.source));
+    if (kind[id] === undefined) return undefined;
+    if (kind[id] === ADDED) return Buffer.from(addedText.get(id)!, "utf8");
+    return bytes.subarray(offsets[id]!, offsets[id + 1]!);
   }
 
   private flush(length: number): string {

@@ -195,6 +195,15 @@ export class ChatModel {
     });
   }
 
+  /**
+   * One token's bytes as the model wrote them: a byte-level token may hold part of a character, which its decoded text
+   * shows as U+FFFD. Without a byte table (not a byte-level BPE), the UTF-8 of its decoded text.
+   */
+  tokenBytes(id: number): number[] {
+    const bytes = this.byteDecoder?.bytes(id) ?? Buffer.from(this.decode([id]), "utf8");
+    return [...bytes];
+  }
+
   tokenToId(token: string): number | undefined {
     return this.tokenizer.token_to_id(token);
   }

@@ -45,6 +45,8 @@ export const responsesRequestSchema = z.looseObject({
   top_p: z.number().nullish(),
   previous_response_id: z.string().nullish(),
   text: z.looseObject({ format: z.looseObject({ type: z.string() }).optional() }).nullish(),
+  include: z.array(z.string()).nullish(),
+  top_logprobs: z.number().int().min(0).nullish(),
 });
 export type ResponsesRequest = z.infer<typeof responsesRequestSchema>;
 type InputItem = Exclude<ResponsesRequest["input"], string>[number];
@@ -53,7 +55,7 @@ type InputItem = Exclude<ResponsesRequest["input"], string>[number];
 const QUIET_FIELDS = new Set([
   "model", "input", "instructions", "tools", "tool_choice", "stream", "max_output_tokens", "temperature", "top_p",
   "parallel_tool_calls", "store", "metadata", "user", "text", "include", "service_tier", "prompt_cache_key",
-  "safety_identifier",
+  "safety_identifier", "top_logprobs",
 ]);
 /** Fields that need state or features the gateway does not have: refused, as OpenAI refuses what it cannot do. */
 const REFUSED_FIELDS: Record<string, string> = {
@@ -74,12 +76,18 @@ export function parseResponsesRequest(body: Record<string, unknown>): ResponsesR
     const value = body[field];
     if (value !== undefined && value !== null && value !== false) throw new GatewayError(400, `${field}: ${why}`, "unsupported_parameter", field);
   }
+  if (parsed.data.top_logprobs) {
+    throw new GatewayError(400, `top_logprobs=${parsed.data.top_logprobs}: the gateway returns the sampled tokens' log-probs only (include ${OUTPUT_LOGPROBS}), not alternatives`, "unsupported_parameter", "top_logprobs");
+  }
   const format = parsed.data.text?.format?.type;
   if (format !== undefined && !TEXT_FORMATS.has(format)) {
     throw new GatewayError(400, `text.format ${format} is not supported: text, json_object or json_schema`, "unsupported_parameter", "text.format");
   }
   return parsed.data;
 }
+
+/** The `include` entry that asks for the output text's log-probs. */
+const OUTPUT_LOGPROBS = "message.output_text.logprobs";
 
 const TEXT_FORMATS: ReadonlySet<string> = new Set(["text", "json_object", "json_schema"]);
 
@@ -131,6 +139,7 @@ export function chatRequestOf(request: ResponsesRequest): ChatCompletionRequest 
     ...(request.temperature != null ? { temperature: request.temperature } : {}),
     ...(request.top_p != null ? { top_p: request.top_p } : {}),
     ...(responseFormat ? { response_format: responseFormat } : {}),
+    ...(request.include?.includes(OUTPUT_LOGPROBS) ? { logprobs: true } : {}),
   };
 }
 
@@ -186,7 +195,7 @@ export function responseOf(completion: Completion, request: ResponsesRequest, mo
   const turn = completion.id.slice(completion.id.lastIndexOf("-") + 1);
   const output: OutputItem[] = [];
   if (completion.content) {
-    output.push({ type: "message", id: `msg_${turn}`, status: "completed", role: "assistant", content: [{ type: "output_text", text: completion.content, annotations: [], logprobs: [] }] });
+    output.push({ type: "message", id: `msg_${turn}`, status: "completed", role: "assistant", content: [{ type: "output_text", text: completion.content, annotations: [], logprobs: completion.logprobs ?? [] }] });
   }
   for (const call of completion.toolCalls) {
     output.push({ type: "function_call", id: `fc_${call.id}`, call_id: call.id, name: call.function.name, arguments: call.function.arguments, status: "completed" });
@@ -234,11 +243,11 @@ export function streamResponse(res: http.ServerResponse, response: Record<string
   (response.output as OutputItem[]).forEach((item, outputIndex) => {
     const at = { item_id: item.id, output_index: outputIndex };
     if (item.type === "message") {
-      const part = (item.content as Array<{ text: string }>)[0]!;
+      const part = (item.content as Array<{ text: string; logprobs: unknown[] }>)[0]!;
       send("response.output_item.added", { output_index: outputIndex, item: { ...item, status: "in_progress", content: [] } });
       send("response.content_part.added", { ...at, content_index: 0, part: { type: "output_text", text: "", annotations: [], logprobs: [] } });
-      send("response.output_text.delta", { ...at, content_index: 0, delta: part.text, logprobs: [] });
-      send("response.output_text.done", { ...at, content_index: 0, text: part.text, logprobs: [] });
+      send("response.output_text.delta", { ...at, content_index: 0, delta: part.text, logprobs: part.logprobs });
+      send("response.output_text.done", { ...at, content_index: 0, text: part.text, logprobs: part.logprobs });
       send("response.content_part.done", { ...at, content_index: 0, part });
     } else {
       send("response.output_item.added", { output_index: outputIndex, item: { ...item, arguments: "", status: "in_progress" } });

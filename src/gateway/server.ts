@@ -13,7 +13,7 @@ import { formatIssues } from "../zod-issues.js";
 import { LruMap } from "../lru-map.js";
 import { GatewayError, parseChatCompletionRequest } from "./openai-schema.js";
 import { chatRequestOf, ignoredResponsesFields, parseResponsesRequest, responseOf, streamResponse } from "./responses-api.js";
-import type { Completion, GatewaySession } from "./session.js";
+import type { Completion, GatewaySession, TokenLogprob } from "./session.js";
 
 /** Largest request body read: a long agent history is megabytes, not more. */
 const MAX_BODY_BYTES = 32 * 1024 * 1024;
@@ -151,7 +151,7 @@ export class Gateway {
       object: "chat.completion",
       created,
       model: this.modelName,
-      choices: [{ index: 0, message: assistantMessage(completion), logprobs: null, finish_reason: completion.finishReason }],
+      choices: [{ index: 0, message: assistantMessage(completion), logprobs: logprobsOf(completion), finish_reason: completion.finishReason }],
       usage: completion.usage,
     });
   }
@@ -182,6 +182,11 @@ function percentDecoded(segment: string): string {
   }
 }
 
+/** A choice's `logprobs`: null unless the request asked for them. */
+function logprobsOf(completion: Completion): { content: TokenLogprob[]; refusal: null } | null {
+  return completion.logprobs ? { content: completion.logprobs, refusal: null } : null;
+}
+
 function assistantMessage(completion: Completion): Record<string, unknown> {
   return {
     role: "assistant",
@@ -199,12 +204,13 @@ function streamCompletion(res: http.ServerResponse, completion: Completion, mode
   res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", connection: "keep-alive" });
   const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) =>
     res.write(`data: ${JSON.stringify({ id: completion.id, object: "chat.completion.chunk", created, model, choices, ...extra })}\n\n`);
-  const delta = (value: Record<string, unknown>, finishReason: string | null = null) =>
-    chunk([{ index: 0, delta: value, logprobs: null, finish_reason: finishReason }], includeUsage ? { usage: null } : {});
+  const delta = (value: Record<string, unknown>, finishReason: string | null = null, logprobs: unknown = null) =>
+    chunk([{ index: 0, delta: value, logprobs, finish_reason: finishReason }], includeUsage ? { usage: null } : {});
   delta({ role: "assistant", content: "" });
-  if (completion.content) delta({ content: completion.content });
+  // The turn's log-probs ride on its text's chunk, or on the last one when it has no text.
+  if (completion.content) delta({ content: completion.content }, null, logprobsOf(completion));
   completion.toolCalls.forEach((call, index) => delta({ tool_calls: [{ index, ...call }] }));
-  delta({}, completion.finishReason);
+  delta({}, completion.finishReason, completion.content ? null : logprobsOf(completion));
   if (includeUsage) chunk([], { usage: completion.usage });
   res.end("data: [DONE]\n\n");
 }

@@ -17,6 +17,16 @@ export interface Completion {
   toolCalls: Array<{ id: string; type: "function"; function: { name: string; arguments: string } }>;
   finishReason: "stop" | "tool_calls" | "length";
   usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
+  /** Each sampled token's log-prob, when the request asked for them (`logprobs: true`). */
+  logprobs?: TokenLogprob[];
+}
+
+/** OpenAI's log-prob entry: the token's text and bytes, its log-prob under the sampler; no alternatives. */
+export interface TokenLogprob {
+  token: string;
+  logprob: number;
+  bytes: number[];
+  top_logprobs: [];
 }
 
 /** Once-per-run notes (the trainer's sampling settings winning over the agent's, fields ignored). */
@@ -96,12 +106,25 @@ export class GatewaySession {
     const toolCalls = calls.map((call, index) => ({ id: `call_${turn}_${index}`, type: "function" as const, function: { name: call.function.name, arguments: JSON.stringify(call.function.arguments) } }));
     this.pendingCalls = toolCalls.map((call) => ({ id: call.id, name: call.function.name, arguments: call.function.arguments, turn, repliedAt: performance.now() }));
     return {
+      ...(request.logprobs ? { logprobs: this.sampledLogprobs(promptTokens) } : {}),
       id: `chatcmpl-${this.key.slice(0, 12)}-${++this.requests}`,
       content: toolCalls.length > 0 || content !== null ? content : "",
       toolCalls,
       finishReason: lengthCut ? "length" : toolCalls.length > 0 ? "tool_calls" : "stop",
       usage: { prompt_tokens: promptTokens, completion_tokens: generated.ids.length, total_tokens: promptTokens + generated.ids.length },
     };
+  }
+
+  /**
+   * The log-probs of the tokens sampled since `from`, as the engine reported them: every token of the turn, the
+   * tool-call markup included, the end-of-turn token that closes it not (it is no part of the reply's text).
+   */
+  private sampledLogprobs(from: number): TokenLogprob[] {
+    const { conversation, ctx } = this.run;
+    let ids = conversation.tokenIds.slice(from);
+    if (ids.length > 0 && ctx.model.eosTokenIds.concat(ctx.model.endOfTurnTokenId).includes(ids.at(-1)!)) ids = ids.slice(0, -1);
+    const logprobs = conversation.tokenLogprobs;
+    return ids.map((id, i) => ({ token: ctx.model.decode([id]), logprob: logprobs[from + i]!, bytes: ctx.model.tokenBytes(id), top_logprobs: [] }));
   }
 
   /** A trajectory that has ended takes no more requests: 409, naming how it ended. */
@@ -116,7 +139,10 @@ export class GatewaySession {
   /** Refuses what the gateway cannot do faithfully; notes once per run what it overrides or ignores. */
   private checkSupported(request: ChatCompletionRequest, body: Record<string, unknown>): void {
     if (request.n != null && request.n !== 1) throw new GatewayError(400, `n=${request.n}: the gateway samples one choice per request (each trajectory is one sample)`, "unsupported_parameter", "n");
-    if (request.logprobs) throw new GatewayError(400, "logprobs are not returned by the gateway: the trajectory record holds them", "unsupported_parameter", "logprobs");
+    const top = (body as { top_logprobs?: unknown }).top_logprobs;
+    if (typeof top === "number" && top > 0) {
+      throw new GatewayError(400, `top_logprobs=${top}: the gateway returns the sampled tokens' log-probs only (logprobs: true), not alternatives`, "unsupported_parameter", "top_logprobs");
+    }
     refuseNonTextParts(request.messages);
     const { rollout, greedy } = this.run.ctx;
     const temperature = greedy ? 0 : rollout.temperature;
