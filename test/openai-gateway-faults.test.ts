@@ -188,6 +188,43 @@ describe("log-probs: logprobs true, streamed, and the Responses API's include", 
   });
 });
 
+describe("chat-template variables: data.apply_chat_template_kwargs and a request's chat_template_kwargs", () => {
+  const THINK_OFF = "<|im_start|>assistant\n<think>\n\n</think>\n\n";
+  let run: Awaited<ReturnType<typeof rollout>>;
+  beforeAll(async () => {
+    const data = await writeRows(f("kwargs.parquet"), ["tool_agent", "kwargs"]);
+    run = await rollout("kwargs", data, { kwargs: jsAgent("templateKwargs") }, [], ["--set", "data.apply_chat_template_kwargs.enable_thinking=false"]);
+  });
+
+  it("the run's variables render every prompt and delta of the built-in loop, and its drift check", () => {
+    expect(run.result.code, run.result.stderr).toBe(0);
+    const builtin = run.trajectories.filter((t) => t.data_index === 0);
+    expect(builtin).toHaveLength(2);
+    for (const t of builtin) {
+      // Qwen3's template with enable_thinking false closes an empty think block in the generation prompt.
+      expect(model.decode(t.prompt_ids).endsWith(THINK_OFF)).toBe(true);
+      expect(model.decode(t.response_ids)).toContain(`</tool_response><|im_end|>\n${THINK_OFF}`);
+      // The re-render drops the first turn's empty think block (Qwen3 keeps one for the last turn only): reasoning only.
+      expect([t.status, t.assistant_turns, t.drift]).toEqual(["completed", 2, "reasoning_only"]);
+    }
+  });
+
+  it("an agent's own variables win for its trajectory; other ones start a new segment", () => {
+    const agent = run.trajectories.filter((t) => t.data_index === 1);
+    expect(agent).toHaveLength(2);
+    for (const t of agent) {
+      expect(t.context_segments?.map((segment) => segment.reason)).toEqual(["chat_template_kwargs_changed"]);
+      const first = t.context_segments![0]!;
+      // Thinking on: the generation prompt has no think block, in the prompt and after the tool's answer.
+      expect(model.decode(first.prompt_ids).endsWith("<|im_start|>assistant\n")).toBe(true);
+      expect(model.decode(first.response_ids)).not.toContain("<think>");
+      expect(first.drift).toBe("reasoning_only");
+      // The third request, thinking off: the record from there on is rendered with it.
+      expect(model.decode(t.prompt_ids).endsWith(THINK_OFF)).toBe(true);
+    }
+  });
+});
+
 describe("a row whose own prompt is over data.max_prompt_length", () => {
   it("runs: the agent's first request is the prompt, and its short one fits", async () => {
     const run = await rollout("short", await writeRows(f("short.parquet"), ["short"]), { short: jsAgent("shortPrompt") }, [], ["--set", "data.max_prompt_length=64"]);

@@ -91,8 +91,18 @@ export class ChatModel {
   private readonly encodePiece: (piece: string) => number[];
   /** Byte-level BPE tokenizers decode from a table (byte-decoder.ts); others through the library. */
   private readonly byteDecoder: ByteDecoder | undefined;
+  /** Template variables of every render (the constructor's). */
+  readonly templateKwargs: Readonly<Record<string, unknown>>;
 
-  constructor(files: ModelFiles) {
+  /**
+   * `templateKwargs`: template variables every render of this model gets (a run's data.apply_chat_template_kwargs,
+   * `{enable_thinking: false}`); a render's own options add to them and win.
+   */
+  constructor(
+    files: ModelFiles,
+    { templateKwargs = {} }: { templateKwargs?: Record<string, unknown> } = {},
+  ) {
+    this.templateKwargs = templateKwargs;
     this.dir = files.dir;
     this.chatTemplateFile = files.chatTemplateFile;
     this.chatTemplate = files.chatTemplate;
@@ -338,6 +348,7 @@ export class ChatModel {
   private renderUncached(messages: readonly ChatMessage[], options: RenderOptions): string {
     const context: Record<string, unknown> = {
       ...this.specialTokenVars,
+      ...this.templateKwargs,
       ...options.templateKwargs,
       messages: normalizeForTemplate(messages),
       add_generation_prompt: options.addGenerationPrompt ?? false,
@@ -403,6 +414,6 @@ export function probeConversation(assistant: Partial<ChatMessage> = {}): ChatMes
   ];
 }
 
-export async function loadChatModel(dir: string): Promise<ChatModel> {
-  return new ChatModel(await readModelFiles(dir));
+export async function loadChatModel(dir: string, options: { templateKwargs?: Record<string, unknown> } = {}): Promise<ChatModel> {
+  return new ChatModel(await readModelFiles(dir), options);
 }

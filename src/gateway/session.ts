@@ -7,7 +7,7 @@
 import type { ChatMessage, Conversation, ToolCall, ToolSchema } from "../chat/index.js";
 import type { TrajectoryControl } from "../rollout/agent-loop.js";
 import type { Finish, TrajectoryInFlight } from "../rollout/trajectory-state.js";
-import { messageKey, planHistory, toolsKey } from "./history.js";
+import { messageKey, planHistory, toolsKey, type HistoryPlan } from "./history.js";
 import { GatewayError, ignoredFields, refuseNonTextParts, responseFormatGrammar, toChatMessage, type ChatCompletionRequest } from "./openai-schema.js";
 
 /** The assistant turn a request produced, in OpenAI's terms. */
@@ -47,6 +47,8 @@ export class GatewaySession {
   /** messageKey of each of the record's messages, and toolsKey of its tools: what the next request is matched on. */
   private recordKeys: string[] = [];
   private recordTools = "";
+  /** The chat_template_kwargs the record was rendered with, as JSON: other ones start a new segment. */
+  private recordKwargs = "{}";
   /** The last request's tools as sent, and their key: agents resend the same list with every request. */
   private lastTools: { tools: unknown; key: string } | undefined;
   /** The calls of the last reply, for the record's `calls` once their results come back. */
@@ -82,9 +84,10 @@ export class GatewaySession {
       throw new GatewayError(400, "the last message is an assistant message: continuing a prefilled assistant turn is not supported", "unsupported_prefill", "messages");
     }
     const tools: ToolSchema[] = request.tools ?? [];
-    // Before the record changes: a response_format refused here leaves it as it was.
+    // Before the record changes: a response_format or chat_template_kwargs refused here leaves it as it was.
     const grammar = this.grammarOf(request, tools);
-    this.extendRecord(messages, tools, this.toolsKeyOf(tools));
+    const templateKwargs = templateKwargsOf(body);
+    this.extendRecord(messages, tools, this.toolsKeyOf(tools), templateKwargs);
     const limit = this.turnLimit();
     if (limit) {
       this.api.endWith(limit);
@@ -181,19 +184,22 @@ export class GatewaySession {
   }
 
   /** Brings the record up to the request's messages: the agent's prompt first, then deltas, or a new segment. */
-  private extendRecord(messages: ChatMessage[], tools: ToolSchema[], toolsKeyValue: string): void {
+  private extendRecord(messages: ChatMessage[], tools: ToolSchema[], toolsKeyValue: string, templateKwargs: Record<string, unknown> | undefined): void {
     const keys = messages.map(messageKey);
     if (!this.started) {
       // Started only once a prompt fits: a refused first request leaves the row's prompt for the next one to replace.
-      this.openSegment(messages, tools, keys, toolsKeyValue);
+      this.openSegment(messages, tools, keys, toolsKeyValue, templateKwargs);
       this.started = true;
       return;
     }
-    const plan = planHistory(this.recordKeys, this.recordTools, messages, keys, toolsKeyValue);
+    const kwargsKey = JSON.stringify(templateKwargs ?? {});
+    const plan: HistoryPlan = kwargsKey !== this.recordKwargs
+      ? { kind: "restart", reason: "chat_template_kwargs_changed" }
+      : planHistory(this.recordKeys, this.recordTools, messages, keys, toolsKeyValue);
     if (plan.kind === "restart") {
       // Opened first: a request refused for its length changes nothing, and the current segment stays open.
       const previous = this.run.conversation;
-      this.openSegment(messages, tools, keys, toolsKeyValue);
+      this.openSegment(messages, tools, keys, toolsKeyValue, templateKwargs);
       return this.closeSegment(previous, plan.reason);
     }
     const ended = this.api.append(plan.added);
@@ -228,13 +234,14 @@ export class GatewaySession {
   }
 
   /** Renders the request as the trajectory's new current segment (mask 0 throughout: nothing in it was sampled). */
-  private openSegment(messages: ChatMessage[], tools: ToolSchema[], keys: string[], toolsKeyValue: string): void {
-    const { tooLong } = this.api.openSequence(messages, tools);
+  private openSegment(messages: ChatMessage[], tools: ToolSchema[], keys: string[], toolsKeyValue: string, templateKwargs: Record<string, unknown> | undefined): void {
+    const { tooLong } = this.api.openSequence(messages, tools, templateKwargs);
     if (tooLong) {
       throw new GatewayError(400, `the rendered prompt has ${tooLong.length} tokens, over data.max_prompt_length=${tooLong.limit}`, "context_length_exceeded", "messages");
     }
     this.recordKeys = keys;
     this.recordTools = toolsKeyValue;
+    this.recordKwargs = JSON.stringify(templateKwargs ?? {});
   }
 
   /** Keeps `previous` (when anything was sampled in it) with its own per-turn facts, which start over. */
@@ -270,6 +277,19 @@ export class GatewaySession {
     }
     return this.run.conversation.lastMessage.tool_calls ?? [];
   }
+}
+
+/**
+ * A request's `chat_template_kwargs` (the SGLang and vLLM servers' extension, e.g. `{"enable_thinking": false}`):
+ * template variables for this trajectory's renders, over the run's data.apply_chat_template_kwargs.
+ */
+function templateKwargsOf(body: Record<string, unknown>): Record<string, unknown> | undefined {
+  const kwargs = body.chat_template_kwargs;
+  if (kwargs === undefined || kwargs === null) return undefined;
+  if (typeof kwargs !== "object" || Array.isArray(kwargs)) {
+    throw new GatewayError(400, "chat_template_kwargs must be an object of template variables", "invalid_request", "chat_template_kwargs");
+  }
+  return kwargs as Record<string, unknown>;
 }
 
 /** Two parsed JSON values are the same text: the same keys in the same order, the same values. */

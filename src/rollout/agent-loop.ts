@@ -147,10 +147,11 @@ export interface TrajectoryControl extends AgentLoopApi {
   /** Ends the trajectory with `finish` unless it has ended already; returns the Finish that holds. */
   endWith(finish: Finish): Finish;
   /**
-   * Renders `messages` with `tools` as the trajectory's current token sequence (the agent's own prompt, or a new
-   * segment); the rendered length instead when it is over data.max_prompt_length (nothing changes then).
+   * Renders `messages` with `tools` (and template variables over the run's) as the trajectory's current token
+   * sequence (the agent's own prompt, or a new segment); the rendered length instead when it is over
+   * data.max_prompt_length (nothing changes then).
    */
-  openSequence(messages: readonly ChatMessage[], tools: readonly ToolSchema[]): { tooLong?: { length: number; limit: number } };
+  openSequence(messages: readonly ChatMessage[], tools: readonly ToolSchema[], templateKwargs?: Record<string, unknown>): { tooLong?: { length: number; limit: number } };
   /** parseToolCalls against the given tool names (an agent's request names its own tools). */
   parseToolCallsOf(toolNames: readonly string[]): ParseResult | undefined;
   /**
@@ -332,9 +333,9 @@ class TrajectoryAgent implements TrajectoryControl {
     return this.ended;
   }
 
-  openSequence(messages: readonly ChatMessage[], tools: readonly ToolSchema[]): { tooLong?: { length: number; limit: number } } {
+  openSequence(messages: readonly ChatMessage[], tools: readonly ToolSchema[], templateKwargs?: Record<string, unknown>): { tooLong?: { length: number; limit: number } } {
     try {
-      this.run.conversation = openConversation(this.run.sample, this.run.ctx, messages, tools);
+      this.run.conversation = openConversation(this.run.sample, this.run.ctx, messages, tools, templateKwargs);
       return {};
     } catch (err) {
       if (!(err instanceof PromptTooLongError)) throw err;

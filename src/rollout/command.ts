@@ -174,6 +174,7 @@ async function openRollout(config: RolloutConfig, flags: RolloutFlags, inputs: R
     rewardName: reward.name,
     rewardKwargs: reward.reward_kwargs,
     ...(reward.python ? { rewardPython: reward.python } : {}),
+    templateKwargs: config.data.apply_chat_template_kwargs,
   };
   const lengths = { maxPromptLength: config.data.max_prompt_length, maxResponseLength: config.data.max_response_length };
   const startEngine = (rollout: RolloutSection) =>

@@ -198,6 +198,9 @@ export const rolloutConfigSchema = z.strictObject({
         .describe("tokens of the whole response: every assistant turn and every tool/user turn between them"),
       filter_overlong_prompts: z.boolean().default(true).describe("skip prompts longer than max_prompt_length instead of failing"),
       limit: z.number().int().positive().nullable().default(null).describe("use only the first N prompts"),
+      apply_chat_template_kwargs: z
+        .record(z.string(), z.unknown()).default({})
+        .describe("extra chat-template variables for every render (prompts, tool and user turns, the drift check), e.g. {enable_thinking: false} for Qwen3; verl's key"),
     })
     .prefault({}),
   actor_rollout_ref: z

@@ -20,17 +20,20 @@ export class PromptTooLongError extends Error {
 
 /**
  * The Conversation of `messages` (the sample's prompt unless given), with the context's tools (unless given: the
- * gateway renders the tools the agent's request names) and drift mode.
+ * gateway renders the tools the agent's request names), template variables over the model's own (an agent's
+ * chat_template_kwargs) and drift mode.
  */
 export function openConversation(
   sample: Sample,
   ctx: TrajectoryContext,
   messages: readonly ChatMessage[] = sample.messages,
   tools: readonly ToolSchema[] = ctx.toolSchemas,
+  templateKwargs?: Record<string, unknown>,
 ): Conversation {
   const mode = ctx.rollout.multi_turn.tokenization_sanity_check_mode;
   const conversation = Conversation.start(ctx.model, messages, {
     tools,
+    ...(templateKwargs ? { templateKwargs } : {}),
     driftMode: mode === "disable" ? "off" : mode,
   });
   if (conversation.promptLength > ctx.maxPromptLength) {

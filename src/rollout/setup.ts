@@ -42,10 +42,12 @@ export async function loadRolloutParts(options: {
   rewardPython?: PythonRewardOptions;
   /** Folders that tool and interaction `class_name` module paths may load from. */
   moduleDirs?: string[];
+  /** data.apply_chat_template_kwargs: template variables of every render. */
+  templateKwargs?: Record<string, unknown>;
 }): Promise<RolloutParts> {
   // One read of the model folder for both: tokenizer.json alone is megabytes of JSON to parse.
   const files = await readModelFiles(options.modelPath);
-  const model = new ChatModel(files);
+  const model = new ChatModel(files, { templateKwargs: options.templateKwargs ?? {} });
   const parser = getParser(options.rollout.multi_turn.format, {
     chatTemplate: files.chatTemplate,
     specialTokens: files.tokenizerJson.added_tokens.map((t) => t.content),

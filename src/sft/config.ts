@@ -25,6 +25,9 @@ export const sftConfigSchema = z.strictObject({
         .enum(TRUNCATION_MODES)
         .default("error")
         .describe("a conversation over max_length: error (name the row), right (cut the end, counted) or drop (skip it, counted)"),
+      apply_chat_template_kwargs: z
+        .record(z.string(), z.unknown()).default({})
+        .describe("extra chat-template variables for every conversation's render, e.g. {enable_thinking: false} for Qwen3; verl's key (use the same in agentrl train)"),
       multiturn: z
         .strictObject({
           enable: z.literal(true).default(true).describe("multi-turn conversations (the only kind agentrl trains on)"),

@@ -16,7 +16,7 @@ export interface SftInputs {
 }
 
 export async function loadSftInputs(config: SftConfig): Promise<SftInputs> {
-  const model = await loadChatModel(config.model.partial_pretrain);
+  const model = await loadChatModel(config.model.partial_pretrain, { templateKwargs: config.data.apply_chat_template_kwargs });
   const trainFiles = asList(config.data.train_files);
   const train = await loadExamples(model, trainFiles, config);
   const val = await loadExamples(model, asList(config.data.val_files), config);

@@ -41,6 +41,9 @@ export const trainConfigSchema = z.strictObject({
       shuffle: z.boolean().default(true).describe("shuffle the training prompts each epoch (seeded)"),
       seed: z.number().int().default(1).describe("seed of the data order"),
       filter_overlong_prompts: z.boolean().default(true).describe("skip prompts longer than max_prompt_length"),
+      apply_chat_template_kwargs: z
+        .record(z.string(), z.unknown()).default({})
+        .describe("extra chat-template variables for every render (prompts, tool and user turns, the drift check), e.g. {enable_thinking: false} for Qwen3; verl's key"),
     })
     .describe("data"),
   actor_rollout_ref: z.strictObject({

@@ -34,6 +34,7 @@ export async function loadTrainInputs(config: TrainConfig, configFile: string | 
     rewardName: config.custom_reward_function.name,
     rewardKwargs: config.custom_reward_function.reward_kwargs,
     rewardPython: config.custom_reward_function.python,
+    templateKwargs: config.data.apply_chat_template_kwargs,
   });
   return { trainPrompts, valPrompts, parts };
 }
