@@ -1,6 +1,6 @@
 /**
  * The OpenAI gateway on the embedded engine: chat-agent.mjs (the official `openai` npm package; responses-agent.mjs,
- * the same package's Responses API, beside it) against a tiny
+ * the same package's Responses API, and agents-sdk-agent.mjs, the OpenAI Agents SDK's Runner, beside it) against a tiny
  * random-init Qwen3 with the real tokenizer, beside the built-in tool_agent on the same rows and seed. A random model
  * writes no tool call, so this checks the mechanics on a real engine: every trajectory ends completed or truncated,
  * mask 1 exactly on the sampled turn, and the record equals tool_agent's token for token (same prompt, greedy, so
@@ -18,22 +18,24 @@ import type { Trajectory } from "../src/data/trajectory.js";
 
 const AGENT = path.join(REPO_ROOT, "test/fixtures/openai-agents/chat-agent.mjs");
 const RESPONSES_AGENT = path.join(REPO_ROOT, "test/fixtures/openai-agents/responses-agent.mjs");
+const AGENTS_SDK_AGENT = path.join(REPO_ROOT, "test/fixtures/openai-agents/agents-sdk-agent.mjs");
 const dir = tempDir("openai-gateway-emb");
 const f = (name: string) => path.join(dir, name);
 
 /**
- * `agentrl rollout --engine embedded` on three rows with the same prompt, row 0 picking the agent, row 1 the built-in
- * tool_agent and row 2 the Responses API agent: n 2, greedy, 24 response tokens, one trajectory at a time. Alone in its batch, every generation is
+ * `agentrl rollout --engine embedded` on four rows with the same prompt, row 0 picking the agent, row 1 the built-in
+ * tool_agent, row 2 the Responses API agent and row 3 the Agents SDK's: n 2, greedy, 24 response tokens, one trajectory at a time. Alone in its batch, every generation is
  * computed the same way; the engine's batched logits differ from unbatched ones by float rounding, which on a random
  * model's nearly flat distribution moves inverse-CDF sampling to another token (docs/embedded-engine.md), so
  * trajectories sharing a batch could not be compared token for token.
  */
 async function rollout() {
-  const data = await writeAgentRows(f("rows.parquet"), ["oa", null, "oar"]);
+  const data = await writeAgentRows(f("rows.parquet"), ["oa", null, "oar", "oas"]);
   const config = f("config.yaml");
   writeFileSync(config, [
     "actor_rollout_ref:", "  rollout:", "    temperature: 0", "    max_concurrency: 1", "    agent:",
-    `      agent_loops: {oa: {kind: openai, command: [node, "${AGENT}"]}, oar: {kind: openai, command: [node, "${RESPONSES_AGENT}"]}}`, "",
+    `      agent_loops: {oa: {kind: openai, command: [node, "${AGENT}"]}, oar: {kind: openai, command: [node, "${RESPONSES_AGENT}"]}, ` +
+      `oas: {kind: openai, command: [node, "${AGENTS_SDK_AGENT}"]}}`, "",
   ].join("\n"));
   const out = f("t.jsonl");
   const result = await runCli(
@@ -49,6 +51,7 @@ async function rollout() {
     agent: trajectories.filter((t) => t.data_index === 0),
     builtin: trajectories.filter((t) => t.data_index === 1),
     responses: trajectories.filter((t) => t.data_index === 2),
+    agentsSdk: trajectories.filter((t) => t.data_index === 3),
   };
 }
 
@@ -91,5 +94,11 @@ describe("an openai agent on the embedded engine", () => {
     expect(run.responses.map((t) => [t.agent_loop, t.assistant_turns])).toEqual([["oar", 1], ["oar", 1]]);
     expect(run.responses.map(tokens)).toEqual(run.builtin.map(tokens));
     expect(run.responses.map((t) => [t.status, t.finish_reason, t.drift])).toEqual(run.builtin.map((t) => [t.status, t.finish_reason, t.drift]));
+  });
+
+  it("records the same for an agent on the OpenAI Agents SDK's Runner", () => {
+    expect(run.agentsSdk.map((t) => [t.agent_loop, t.assistant_turns])).toEqual([["oas", 1], ["oas", 1]]);
+    expect(run.agentsSdk.map(tokens)).toEqual(run.builtin.map(tokens));
+    expect(run.agentsSdk.map((t) => [t.status, t.finish_reason, t.drift])).toEqual(run.builtin.map((t) => [t.status, t.finish_reason, t.drift]));
   });
 });

@@ -1,6 +1,7 @@
 /**
  * The OpenAI gateway end to end: `agentrl rollout` runs agents written against the OpenAI API (the official `openai`
- * npm and Python packages, on chat completions and on the Responses API, LangChain's ChatOpenAI) as agent loops of kind `openai`, against the fake SGLang server
+ * npm and Python packages, on chat completions and on the Responses API, LangChain's ChatOpenAI, the OpenAI Agents
+ * SDK's Runner) as agent loops of kind `openai`, against the fake SGLang server
  * and the real Qwen3 tokenizer. For the same conversation the record must equal, token for token and mask for mask,
  * what the built-in tool_agent loop records; streaming must change nothing. openai-gateway-faults.test.ts has the
  * faults and edges (crashes, silent agents, rewritten histories, bad requests, deadlines), openai-gateway-embedded
@@ -36,6 +37,8 @@ const AGENT_LOOPS: Array<[label: string, name: string, loop: Record<string, unkn
   ["LangChain's ChatOpenAI, streaming", "langchain_stream", { kind: "openai", command: ["node", `${AGENTS}/langchain-agent.mjs`, "--stream"] }],
   ["LangChain's ChatOpenAI on the Responses API", "langchain_responses", { kind: "openai", command: ["node", `${AGENTS}/langchain-agent.mjs`, "--responses"] }],
   ["LangChain's ChatOpenAI on the Responses API, streaming", "langchain_responses_stream", { kind: "openai", command: ["node", `${AGENTS}/langchain-agent.mjs`, "--responses", "--stream"] }],
+  ["the OpenAI Agents SDK (JS), its Runner on the Responses API", "agents_sdk", { kind: "openai", command: ["node", `${AGENTS}/agents-sdk-agent.mjs`] }],
+  ["the OpenAI Agents SDK (JS), its Runner streaming", "agents_sdk_stream", { kind: "openai", command: ["node", `${AGENTS}/agents-sdk-agent.mjs`, "--stream"] }],
   ["the openai npm package, inside bubblewrap", "npm_bwrap", { kind: "openai", command: ["node", `${AGENTS}/chat-agent.mjs`], sandbox: "bwrap" }],
   ["the openai Python package, as a function inside bubblewrap", "py_fn_bwrap", { kind: "openai", function: `${AGENTS}/chat_agent.py#agent`, python: VENV_PYTHON, sandbox: "bwrap" }],
 ];
