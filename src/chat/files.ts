@@ -102,7 +102,33 @@ async function findChatTemplate(dir: string, config: TokenizerConfig): Promise<{
   });
 }
 
-export async function readModelFiles(dir: string): Promise<ModelFiles> {
+/** A chat template given in place of the model folder's (verl's custom_chat_template): its text, and where it came from. */
+export interface ChatTemplateSource {
+  source: string;
+  file: string;
+}
+
+/**
+ * verl's `custom_chat_template` (the template's text) or `custom_chat_template_file` (a file holding it), under
+ * `prefix` (`actor_rollout_ref.model`); undefined when neither is set.
+ */
+export async function customChatTemplate(keys: { custom_chat_template: string | null; custom_chat_template_file: string | null }, prefix: string): Promise<ChatTemplateSource | undefined> {
+  if (keys.custom_chat_template !== null && keys.custom_chat_template_file !== null) {
+    throw new InputError(`${prefix}.custom_chat_template and ${prefix}.custom_chat_template_file are both set: give one`);
+  }
+  if (keys.custom_chat_template !== null) return { source: keys.custom_chat_template, file: `${prefix}.custom_chat_template` };
+  if (keys.custom_chat_template_file === null) return undefined;
+  const file = keys.custom_chat_template_file;
+  return { source: await readTextFile(file, { hint: `${prefix}.custom_chat_template_file names a Jinja chat template file` }), file };
+}
+
+/** `{ chatTemplate }` when there is one, to spread into loader options. */
+export function withChatTemplate(chatTemplate: ChatTemplateSource | undefined): { chatTemplate?: ChatTemplateSource } {
+  return chatTemplate ? { chatTemplate } : {};
+}
+
+/** `chatTemplate` replaces the folder's own template (which then need not exist). */
+export async function readModelFiles(dir: string, chatTemplate?: ChatTemplateSource): Promise<ModelFiles> {
   const tokenizerFile = path.join(dir, "tokenizer.json");
   const configFile = path.join(dir, "tokenizer_config.json");
   const generationFile = path.join(dir, "generation_config.json");
@@ -111,7 +137,7 @@ export async function readModelFiles(dir: string): Promise<ModelFiles> {
   const generationRaw = await readJson(generationFile, false);
   const generationConfig =
     generationRaw === undefined ? undefined : validate(generationConfigSchema, generationRaw, generationFile);
-  const template = await findChatTemplate(dir, tokenizerConfig);
+  const template = chatTemplate ?? (await findChatTemplate(dir, tokenizerConfig));
   const modelConfigFile = path.join(dir, "config.json");
   const modelConfigRaw = await readJson(modelConfigFile, false);
   const embeddingRows = modelConfigRaw === undefined ? undefined : validate(modelConfigSchema, modelConfigRaw, modelConfigFile).vocab_size ?? undefined;

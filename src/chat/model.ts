@@ -10,7 +10,7 @@ import type { Tokenizer } from "@huggingface/tokenizers";
 import { buildTokenizer, vocabSizeOf } from "./bpe-tables.js";
 import { Template } from "./jinja.js";
 import { InputError } from "../errors.js";
-import { readModelFiles, tokenText, type ModelFiles } from "./files.js";
+import { readModelFiles, tokenText, type ChatTemplateSource, type ModelFiles } from "./files.js";
 import { MemoMap } from "../memo-map.js";
 import { addedTokenSplitter, encodeSegmented } from "./segmented-encode.js";
 import { byteLevelDecoder, type ByteDecoder } from "./byte-decoder.js";
@@ -414,6 +414,7 @@ export function probeConversation(assistant: Partial<ChatMessage> = {}): ChatMes
   ];
 }
 
-export async function loadChatModel(dir: string, options: { templateKwargs?: Record<string, unknown> } = {}): Promise<ChatModel> {
-  return new ChatModel(await readModelFiles(dir), options);
+/** `chatTemplate` replaces the folder's own template (verl's custom_chat_template). */
+export async function loadChatModel(dir: string, options: { templateKwargs?: Record<string, unknown>; chatTemplate?: ChatTemplateSource } = {}): Promise<ChatModel> {
+  return new ChatModel(await readModelFiles(dir, options.chatTemplate), options);
 }

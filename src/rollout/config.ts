@@ -3,6 +3,7 @@
  * `agentrl rollout` validates the whole tree below; `agentrl train` embeds `actor_rollout_ref.rollout` unchanged.
  * Every key has a default and a description; docs/config.md is generated from the same descriptions.
  */
+import { applyChatTemplateKwargs, customChatTemplateKeys } from "../config/chat-template-keys.js";
 import { z } from "zod";
 import { toolHostConfigSchema } from "../tools/python-host.js";
 import { PARSER_FORMATS } from "../parsers/index.js";
@@ -198,14 +199,17 @@ export const rolloutConfigSchema = z.strictObject({
         .describe("tokens of the whole response: every assistant turn and every tool/user turn between them"),
       filter_overlong_prompts: z.boolean().default(true).describe("skip prompts longer than max_prompt_length instead of failing"),
       limit: z.number().int().positive().nullable().default(null).describe("use only the first N prompts"),
-      apply_chat_template_kwargs: z
-        .record(z.string(), z.unknown()).default({})
-        .describe("extra chat-template variables for every render (prompts, tool and user turns, the drift check), e.g. {enable_thinking: false} for Qwen3; verl's key"),
+      apply_chat_template_kwargs: applyChatTemplateKwargs("every render (prompts, tool and user turns, the drift check)"),
     })
     .prefault({}),
   actor_rollout_ref: z
     .strictObject({
-      model: z.strictObject({ path: z.string().nullable().default(null).describe("model folder: tokenizer and chat template") }).prefault({}),
+      model: z
+        .strictObject({
+          path: z.string().nullable().default(null).describe("model folder: tokenizer and chat template"),
+          ...customChatTemplateKeys,
+        })
+        .prefault({}),
       rollout: rolloutSchema.prefault({}),
     })
     .prefault({}),

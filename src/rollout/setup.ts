@@ -4,7 +4,7 @@
  */
 import path from "node:path";
 import { ChatModel } from "../chat/index.js";
-import { readModelFiles } from "../chat/files.js";
+import { readModelFiles, type ChatTemplateSource } from "../chat/files.js";
 import { SglangClient, type ServerLoads } from "../engine/index.js";
 import { getParser, type FunctionCallParser } from "../parsers/index.js";
 import { loadToolRegistry, type ToolRegistry } from "../tools/index.js";
@@ -44,9 +44,11 @@ export async function loadRolloutParts(options: {
   moduleDirs?: string[];
   /** data.apply_chat_template_kwargs: template variables of every render. */
   templateKwargs?: Record<string, unknown>;
+  /** actor_rollout_ref.model.custom_chat_template(_file): the template in place of the model folder's. */
+  chatTemplate?: ChatTemplateSource;
 }): Promise<RolloutParts> {
   // One read of the model folder for both: tokenizer.json alone is megabytes of JSON to parse.
-  const files = await readModelFiles(options.modelPath);
+  const files = await readModelFiles(options.modelPath, options.chatTemplate);
   const model = new ChatModel(files, { templateKwargs: options.templateKwargs ?? {} });
   const parser = getParser(options.rollout.multi_turn.format, {
     chatTemplate: files.chatTemplate,

@@ -3,6 +3,7 @@
  * data.max_length, data.truncation, model.partial_pretrain, optim.*, trainer.*) so a verl user reads it at a glance.
  * Strict like the train config: a misspelled key is an error naming the nearest valid key.
  */
+import { applyChatTemplateKwargs, customChatTemplateKeys } from "../config/chat-template-keys.js";
 import { z } from "zod";
 import type { WorkerInitConfig } from "../train/worker/index.js";
 import { LR_SCHEDULER_TYPES } from "../train/worker/protocol.js";
@@ -25,9 +26,7 @@ export const sftConfigSchema = z.strictObject({
         .enum(TRUNCATION_MODES)
         .default("error")
         .describe("a conversation over max_length: error (name the row), right (cut the end, counted) or drop (skip it, counted)"),
-      apply_chat_template_kwargs: z
-        .record(z.string(), z.unknown()).default({})
-        .describe("extra chat-template variables for every conversation's render, e.g. {enable_thinking: false} for Qwen3; verl's key (use the same in agentrl train)"),
+      apply_chat_template_kwargs: applyChatTemplateKwargs("every conversation's render (use the same in agentrl train)"),
       multiturn: z
         .strictObject({
           enable: z.literal(true).default(true).describe("multi-turn conversations (the only kind agentrl trains on)"),
@@ -50,6 +49,7 @@ export const sftConfigSchema = z.strictObject({
   model: z.strictObject({
     partial_pretrain: z.string().describe("Hugging Face model folder to start from, or a Hub id org/name[@revision] resolved through huggingface_hub's cache: weights, tokenizer and chat template"),
     enable_gradient_checkpointing: z.boolean().default(false).describe("activation checkpointing: less memory, more compute"),
+    ...customChatTemplateKeys,
     ...loraKeys,
   }),
   use_remove_padding: z

@@ -3,6 +3,7 @@
  * algorithm.*, trainer.*), so a verl user can read it at a glance. Strict: a misspelled key is an error naming the
  * nearest valid key, never a silent no-op. docs/config.md lists every key with its default.
  */
+import { applyChatTemplateKwargs, customChatTemplateKeys } from "../config/chat-template-keys.js";
 import { z } from "zod";
 import { customRewardFunctionSchema, rolloutSchema } from "../rollout/config.js";
 import { ADV_ESTIMATORS, KL_LOSS_TYPES, LOSS_AGG_MODES, MASTER_DTYPES, ROLLOUT_IS_MODES } from "./worker/protocol.js";
@@ -41,15 +42,14 @@ export const trainConfigSchema = z.strictObject({
       shuffle: z.boolean().default(true).describe("shuffle the training prompts each epoch (seeded)"),
       seed: z.number().int().default(1).describe("seed of the data order"),
       filter_overlong_prompts: z.boolean().default(true).describe("skip prompts longer than max_prompt_length"),
-      apply_chat_template_kwargs: z
-        .record(z.string(), z.unknown()).default({})
-        .describe("extra chat-template variables for every render (prompts, tool and user turns, the drift check), e.g. {enable_thinking: false} for Qwen3; verl's key"),
+      apply_chat_template_kwargs: applyChatTemplateKwargs("every render (prompts, tool and user turns, the drift check)"),
     })
     .describe("data"),
   actor_rollout_ref: z.strictObject({
     model: z.strictObject({
       path: z.string().describe("Hugging Face model folder, or a Hub id org/name[@revision] resolved to its snapshot in huggingface_hub's cache (HF_HOME, HF_HUB_CACHE; HF_HUB_OFFLINE=1: the cache only): the initial policy, tokenizer and chat template"),
       enable_gradient_checkpointing: z.boolean().default(false).describe("activation checkpointing in the decoder layers: less memory, more compute"),
+      ...customChatTemplateKeys,
       use_remove_padding: z
         .boolean().default(true)
         .describe("pack each micro-batch's sequences into one without padding where flash-attn's varlen kernel runs it (a GPU with flash_attn); elsewhere, and with false, pad to the longest"),
