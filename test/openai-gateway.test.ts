@@ -43,6 +43,9 @@ const AGENT_LOOPS: Array<[label: string, name: string, loop: Record<string, unkn
   ["the openai Python package, as a function inside bubblewrap", "py_fn_bwrap", { kind: "openai", function: `${AGENTS}/chat_agent.py#agent`, python: VENV_PYTHON, sandbox: "bwrap" }],
 ];
 
+/** An agent whose sub-agent detours through a conversation of its own: its main record is compared on its own (below). */
+const DETOUR: [string, Record<string, unknown>] = ["detour", { kind: "openai", function: `${AGENTS}/js-agents.mjs#subAgentDetour` }];
+
 let fake: FakeSglang;
 let run: Awaited<ReturnType<typeof rolloutWithAgents>>;
 /** The built-in tool_agent's record of the same conversation (row 0). */
@@ -55,8 +58,8 @@ const tokens = (t: Trajectory) => ({ prompt: t.prompt_ids, response: t.response_
 beforeAll(async () => {
   const model = await loadChatModel(QWEN3_DIR);
   fake = await startFakeSglang({ respond: toolThenAnswer(model, () => "4") });
-  const data = await writeAgentRows(path.join(dir, "rows.parquet"), [null, ...AGENT_LOOPS.map(([, name]) => name)]);
-  const loops = Object.fromEntries(AGENT_LOOPS.map(([, name, loop]) => [name, loop]));
+  const data = await writeAgentRows(path.join(dir, "rows.parquet"), [null, ...AGENT_LOOPS.map(([, name]) => name), DETOUR[0]]);
+  const loops = Object.fromEntries([...AGENT_LOOPS.map(([, name, loop]) => [name, loop] as const), DETOUR]);
   run = await rolloutWithAgents({ dir, name: "agents", data, server: fake.url, agent: ["default_agent_loop: tool_agent", `agent_loops: ${JSON.stringify(loops)}`] });
   builtin = run.trajectories.filter((t) => t.data_index === 0);
 });
@@ -66,7 +69,7 @@ it("runs every agent beside tool_agent: exit 0, nothing on stderr (no note about
   expect(run.result.stderr).toBe("");
   expect(run.result.code).toBe(0);
   expect(run.trajectories.map((t) => [t.data_index, t.agent_loop])).toEqual(
-    ["tool_agent", ...AGENT_LOOPS.map(([, name]) => name)].flatMap((name, i) => [[i, name], [i, name]]),
+    ["tool_agent", ...AGENT_LOOPS.map(([, name]) => name), DETOUR[0]].flatMap((name, i) => [[i, name], [i, name]]),
   );
   expect(builtin.map((t) => [t.status, t.finish_reason, t.reward, t.assistant_turns])).toEqual([0, 1].map(() => ["completed", "stop", 1, 2]));
 });
@@ -94,5 +97,21 @@ describe.each(AGENT_LOOPS.map(([label, name], i) => [label, name, i + 1] as cons
     expect(trajectories().map((t) => t.tool_calls)).toEqual([1, 1]);
     const toolSegment = (t: Trajectory) => t.segments.filter((s) => s.kind === "tool").map((s) => [s.tool_name, s.arguments]);
     expect(trajectories().map(toolSegment)).toEqual(builtin.map(toolSegment));
+  });
+});
+
+describe("an agent whose sub-agent has a conversation of its own between two turns", () => {
+  const trajectories = () => run.trajectories.filter((t) => t.agent_loop === DETOUR[0]);
+
+  it("goes back to its main record: exactly tool_agent's, the sub-agent's turn kept as a segment of its own", () => {
+    expect(trajectories().map((t) => [t.status, t.reward, t.reward_extra])).toEqual([0, 1].map(() => ["completed", 1, { answer: "4", checked: "stop" }]));
+    expect(trajectories().map(tokens)).toEqual(builtin.map(tokens));
+    for (const t of trajectories()) {
+      expect(t.context_segments?.map((segment) => [segment.reason, (segment.messages as Array<{ role: string }>).map((m) => m.role)])).toEqual([
+        ["tools_changed", ["system", "user", "assistant"]],
+      ]);
+    }
+    const call = (t: Trajectory) => t.calls.map((c) => [c.turn, c.name, c.arguments, c.response]);
+    expect(trajectories().map(call)).toEqual(builtin.map(call));
   });
 });

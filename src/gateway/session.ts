@@ -6,7 +6,7 @@
  */
 import type { ChatMessage, Conversation, ToolCall, ToolSchema } from "../chat/index.js";
 import type { TrajectoryControl } from "../rollout/agent-loop.js";
-import type { Finish, TrajectoryInFlight } from "../rollout/trajectory-state.js";
+import type { ClosedSegment, Finish, ToolSegmentMeta, TrajectoryInFlight } from "../rollout/trajectory-state.js";
 import { messageKey, planHistory, toolsKey, type HistoryPlan } from "./history.js";
 import { GatewayError, ignoredFields, refuseNonTextParts, responseFormatGrammar, toChatMessage, type ChatCompletionRequest } from "./openai-schema.js";
 
@@ -27,6 +27,24 @@ export interface TokenLogprob {
   logprob: number;
   bytes: number[];
   top_logprobs: [];
+}
+
+/** A call of the last reply whose result the agent has not sent yet. */
+interface PendingCall {
+  id: string;
+  name: string;
+  arguments: string;
+  turn: number;
+  repliedAt: number;
+}
+
+/** A segment's match keys and per-sequence facts, kept while another segment is current. */
+interface SegmentState {
+  keys: string[];
+  tools: string;
+  kwargs: string;
+  toolSegments: ToolSegmentMeta[];
+  pendingCalls: PendingCall[];
 }
 
 /** Once-per-run notes (the trainer's sampling settings winning over the agent's, fields ignored). */
@@ -52,7 +70,9 @@ export class GatewaySession {
   /** The last request's tools as sent, and their key: agents resend the same list with every request. */
   private lastTools: { tools: unknown; key: string } | undefined;
   /** The calls of the last reply, for the record's `calls` once their results come back. */
-  private pendingCalls: Array<{ id: string; name: string; arguments: string; turn: number; repliedAt: number }> = [];
+  private pendingCalls: PendingCall[] = [];
+  /** What each segment this session closed needs to be extended again, should a later request continue it. */
+  private readonly parked = new Map<ClosedSegment, SegmentState>();
 
   constructor(
     readonly key: string,
@@ -196,16 +216,61 @@ export class GatewaySession {
     const plan: HistoryPlan = kwargsKey !== this.recordKwargs
       ? { kind: "restart", reason: "chat_template_kwargs_changed" }
       : planHistory(this.recordKeys, this.recordTools, messages, keys, toolsKeyValue);
-    if (plan.kind === "restart") {
-      // Opened first: a request refused for its length changes nothing, and the current segment stays open.
-      const previous = this.run.conversation;
-      this.openSegment(messages, tools, keys, toolsKeyValue, templateKwargs);
-      return this.closeSegment(previous, plan.reason);
+    let added: ChatMessage[];
+    if (plan.kind === "extend") {
+      added = plan.added;
+    } else {
+      const resumable = this.resumableSegment(messages, keys, toolsKeyValue, kwargsKey);
+      if (!resumable) {
+        // Opened first: a request refused for its length changes nothing, and the current segment stays open.
+        const previous = this.run.conversation;
+        const state = this.segmentState();
+        this.openSegment(messages, tools, keys, toolsKeyValue, templateKwargs);
+        return this.closeSegment(previous, plan.reason, state);
+      }
+      this.resume(resumable.segment, plan.reason);
+      added = resumable.added;
     }
-    const ended = this.api.append(plan.added);
+    const ended = this.api.append(added);
     if (ended) this.checkOpen();
     this.recordKeys.push(...keys.slice(this.recordKeys.length));
-    this.recordCallResults(plan.added);
+    this.recordCallResults(added);
+  }
+
+  /**
+   * A segment this session closed that the request extends, the latest first: an agent that went back to an earlier
+   * conversation (a sub-agent's detour, one of several conversations it interleaves) continues that one's record.
+   */
+  private resumableSegment(messages: readonly ChatMessage[], keys: readonly string[], toolsKeyValue: string, kwargsKey: string): { segment: ClosedSegment; added: ChatMessage[] } | undefined {
+    const closed = this.run.closedSegments ?? [];
+    for (let i = closed.length - 1; i >= 0; i--) {
+      const state = this.parked.get(closed[i]!);
+      if (!state || state.kwargs !== kwargsKey) continue;
+      const plan = planHistory(state.keys, state.tools, messages, keys, toolsKeyValue);
+      if (plan.kind === "extend") return { segment: closed[i]!, added: plan.added };
+    }
+    return undefined;
+  }
+
+  /** Makes a closed segment current again, closing the current one (kept when anything was sampled in it) for `reason`. */
+  private resume(segment: ClosedSegment, reason: string): void {
+    const { run } = this;
+    const state = this.parked.get(segment)!;
+    this.parked.delete(segment);
+    run.closedSegments = run.closedSegments!.filter((other) => other !== segment);
+    this.closeSegment(run.conversation, reason, this.segmentState());
+    run.conversation = segment.conversation;
+    run.log.assistantFinish = segment.assistantFinish;
+    run.log.versionSpans = segment.versionSpans;
+    run.log.toolSegments = state.toolSegments;
+    this.recordKeys = state.keys;
+    this.recordTools = state.tools;
+    this.recordKwargs = state.kwargs;
+    this.pendingCalls = state.pendingCalls;
+  }
+
+  private segmentState(): SegmentState {
+    return { keys: this.recordKeys, tools: this.recordTools, kwargs: this.recordKwargs, toolSegments: this.run.log.toolSegments, pendingCalls: this.pendingCalls };
   }
 
   private toolsKeyOf(tools: readonly ToolSchema[]): string {
@@ -244,12 +309,17 @@ export class GatewaySession {
     this.recordKwargs = JSON.stringify(templateKwargs ?? {});
   }
 
-  /** Keeps `previous` (when anything was sampled in it) with its own per-turn facts, which start over. */
-  private closeSegment(previous: Conversation, reason: string): void {
+  /**
+   * Keeps `previous` (when anything was sampled in it) with its own per-turn facts, which start over, and what a later
+   * request needs to continue it (`state`).
+   */
+  private closeSegment(previous: Conversation, reason: string, state: SegmentState): void {
     const { run } = this;
     this.pendingCalls = [];
     if (previous.assistantTurns > 0) {
-      (run.closedSegments ??= []).push({ conversation: previous, reason, assistantFinish: run.log.assistantFinish, versionSpans: run.log.versionSpans });
+      const closed: ClosedSegment = { conversation: previous, reason, assistantFinish: run.log.assistantFinish, versionSpans: run.log.versionSpans };
+      (run.closedSegments ??= []).push(closed);
+      this.parked.set(closed, state);
     }
     run.log.assistantFinish = [];
     run.log.versionSpans = [];
