@@ -79,6 +79,9 @@ function renamed(key: string, commands: readonly VerlCommand[], to: string): Ver
   return { key, commands, verdict: () => ({ class: "honoured", to }), summary: `honoured as ${to}` };
 }
 
+const PROMPTS_IN_PROCESS = "agentrl reads, renders and filters the prompts in its own process, as it needs them";
+const ENGINE_FLAG = "an engine setting: set where SGLang starts (agentrl serve --engine sglang ... -- <sglang flags>)";
+const NO_SEQUENCE_PARALLEL = "sequence parallelism is not built in: agentrl's worker shards the model with FSDP and keeps each sequence on one GPU";
 const MICRO_BATCH_BY_TOKENS =
   "a memory setting: agentrl's worker packs micro-batches by tokens (actor_rollout_ref.actor.ppo_max_token_len_per_gpu), not by count";
 const SFT_MICRO_BATCH_BY_TOKENS = "a memory setting: agentrl sft packs micro-batches by tokens (data.max_token_len_per_gpu), not by count";
@@ -126,8 +129,41 @@ export const VERL_KEYS: readonly VerlKey[] = [
     refuse: "agentrl never cuts a prompt: data.filter_overlong_prompts=true skips prompts over max_prompt_length, false fails on them",
   }, ["error", "left", "right", "middle"]),
 
+  ignored("data.filter_overlong_prompts_workers", ROLLOUT_AND_TRAIN, PROMPTS_IN_PROCESS),
+  ignored("data.dataloader_num_workers", ROLLOUT_AND_TRAIN, PROMPTS_IN_PROCESS),
+  fixed("data.reward_fn_key", ROLLOUT_AND_TRAIN, "data_source", "the reward function gets each row's data_source", {
+    refuse: "agentrl passes each row's data_source column to the reward function; put the key your function dispatches on in data_source",
+  }),
+
+  // reward_model: agentrl scores with custom_reward_function (or the agent's own reward), per trajectory
+  fixed("reward_model.enable", TRAIN, false, "rewards come from custom_reward_function, the tools or the agent", {
+    refuse: "agentrl has no reward-model worker: score with custom_reward_function, a Python or JS function of the trajectory (which may call a model server of yours)",
+  }, BOOLEANS),
+  {
+    key: "reward_model.reward_manager",
+    commands: TRAIN,
+    values: ["naive", "prime", "dapo", "batch"],
+    verdict: (value) =>
+      value === "naive"
+        ? honoured()
+        : value === "batch"
+          ? refused("agentrl calls the reward function once per trajectory, as the naive manager does; a batch function takes lists")
+          : noted(`agentrl scores each trajectory as it finishes, concurrently, with the same compute_score per sample as ${String(value)}'s manager` +
+              (value === "dapo" ? "; DAPO's overlong penalty is reward_model.overlong_buffer, refused when enabled" : "")),
+    summary: "naive: honoured; prime, dapo: noted (the same compute_score per trajectory, scored concurrently); batch: refused (a function of lists)",
+  },
+  fixed("reward_model.overlong_buffer.enable", TRAIN, false, "no length penalty on the reward", {
+    refuse: "DAPO's overlong reward shaping is not built in: put the penalty in custom_reward_function (it gets the response), or cap data.max_response_length",
+  }, BOOLEANS),
+  ...["reward_model.overlong_buffer.len", "reward_model.overlong_buffer.penalty_factor", "reward_model.overlong_buffer.log"].map((key) =>
+    ignored(key, TRAIN, "only read with reward_model.overlong_buffer.enable, which agentrl refuses")),
+  ignored("reward_model.launch_reward_fn_async", TRAIN, "agentrl scores each trajectory as it finishes, during the rollout", { values: BOOLEANS }),
+
   // actor_rollout_ref.model
   ignored("actor_rollout_ref.model.use_shm", TRAIN, "the worker and the engine read the model folder from disk", { values: BOOLEANS }),
+  ignored("actor_rollout_ref.model.trust_remote_code", TRAIN,
+    "the worker loads the model with transformers' own classes (no code from the model folder); a model that needs its own code fails to load, naming it",
+    { values: BOOLEANS }),
   fixed("actor_rollout_ref.hybrid_engine", TRAIN, true, "the actor and the rollout share one model, synced every step", {
     refuse: "agentrl always syncs the trained weights into the engine every step",
   }, BOOLEANS),
@@ -141,6 +177,11 @@ export const VERL_KEYS: readonly VerlKey[] = [
     note: LOGITS_IN_CHUNKS,
   }, BOOLEANS),
   fixed("actor_rollout_ref.actor.entropy_checkpointing", TRAIN, true, "each chunk is recomputed in the backward pass", { note: LOGITS_IN_CHUNKS }, BOOLEANS),
+
+  fixed("actor_rollout_ref.actor.ulysses_sequence_parallel_size", TRAIN, 1, "each sequence on one GPU", { note: NO_SEQUENCE_PARALLEL }),
+  fixed("actor_rollout_ref.ref.ulysses_sequence_parallel_size", TRAIN, 1, "each sequence on one GPU", { note: NO_SEQUENCE_PARALLEL }),
+  ...["actor_rollout_ref.actor.checkpoint.save_contents", "actor_rollout_ref.actor.checkpoint.load_contents"].map((key) =>
+    ignored(key, TRAIN, "a checkpoint holds the model, the optimizer and the run's state, and the run's end writes a Hugging Face model folder")),
 
   // actor_rollout_ref.ref: the reference model lives in the worker next to the actor
   ignored("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", TRAIN, MICRO_BATCH_BY_TOKENS),
@@ -178,6 +219,19 @@ export const VERL_KEYS: readonly VerlKey[] = [
   ignored("actor_rollout_ref.rollout.agent.num_workers", ROLLOUT_AND_TRAIN,
     "no agent-loop worker processes: every trajectory runs in agentrl's own event loop, actor_rollout_ref.rollout.max_concurrency at once"),
   ignored("actor_rollout_ref.rollout.layered_summon", TRAIN, LORA_GATHER, { values: BOOLEANS }),
+  ...["enable_chunked_prefill", "max_num_batched_tokens", "max_num_seqs", "enforce_eager", "free_cache_engine", "swap_space", "disable_log_stats", "max_model_len", "dtype"].map((name) =>
+    ignored(`actor_rollout_ref.rollout.${name}`, ROLLOUT_AND_TRAIN, ENGINE_FLAG)),
+  fixed("actor_rollout_ref.rollout.calculate_log_probs", TRAIN, true, "the engine's log-prob of every sampled token is recorded", {
+    note: "the engine's log-prob of every sampled token is always recorded (the trajectory's response_logprobs)",
+  }, BOOLEANS),
+  {
+    key: "actor_rollout_ref.rollout.val_kwargs.do_sample",
+    commands: TRAIN,
+    values: BOOLEANS,
+    verdict: (value) =>
+      value === true ? honoured() : noted("validation is greedy at val_kwargs.temperature 0, agentrl's default; a temperature set beside do_sample=False still samples"),
+    summary: "true: honoured (validation samples at val_kwargs.temperature); false: noted (greedy is val_kwargs.temperature 0, the default)",
+  },
 
   // algorithm
   {
@@ -215,6 +269,17 @@ export const VERL_KEYS: readonly VerlKey[] = [
   fixed("trainer.critic_warmup", TRAIN, 0, "the actor trains from the first step", {
     refuse: `${NO_CRITIC}, so there is nothing to warm up; the actor trains from the first step`,
   }),
+  ignored("trainer.balance_batch", TRAIN, "a speed setting: the worker splits each batch over its ranks by tokens", { values: BOOLEANS }),
+  {
+    key: "trainer.resume_mode",
+    commands: TRAIN,
+    values: ["auto", "disable", "resume_path"],
+    verdict: (value) => (value === "disable" ? honoured() : noted("a run resumes with agentrl train --resume (the run folder's last checkpoint); without it, it starts fresh")),
+    summary: "disable: honoured (a run starts fresh); auto, resume_path: noted (resume with agentrl train --resume)",
+  },
+  ignored("trainer.resume_from_path", TRAIN, "a run resumes from its own folder's last checkpoint with agentrl train --resume"),
+  ignored("trainer.default_hdfs_dir", TRAIN, "checkpoints and the model go to trainer.default_local_dir (runs/<experiment_name>)"),
+  ignored("trainer.del_local_ckpt_after_load", TRAIN, "a checkpoint stays in the run folder after a resume", { values: BOOLEANS }),
   { key: "trainer.logger", commands: TRAIN, verdict: trainLogger, summary: "console, tensorboard, wandb: honoured (a single name as a list); verl's other trackers (mlflow, swanlab, vemlp_wandb, clearml, trackio, file) noted and dropped" },
   {
     key: "trainer.logger",
@@ -237,9 +302,7 @@ export const VERL_KEYS: readonly VerlKey[] = [
     summary: "refused: agentrl sft reads conversations, not single-turn prompt/response columns",
   })),
   renamed("optim.lr_warmup_steps_ratio", SFT, "optim.warmup_steps_ratio"),
-  fixed("ulysses_sequence_parallel_size", SFT, 1, "each sequence on one GPU", {
-    note: "sequence parallelism is not built in: agentrl's worker shards the model with FSDP and keeps each sequence on one GPU",
-  }),
+  fixed("ulysses_sequence_parallel_size", SFT, 1, "each sequence on one GPU", { note: NO_SEQUENCE_PARALLEL }),
 ];
 
 /** The entry for a dotted key under `command`: its own, or a subtree's it sits in. */
