@@ -11,7 +11,7 @@
  * main() in the test process (runCliInProcess: the same exit code and message, without a Node start-up each). The
  * Qwen3 chat model the example checks tokenize with is loaded once and shared.
  */
-import { readFileSync, writeFileSync, existsSync } from "node:fs";
+import { readdirSync, readFileSync, writeFileSync, existsSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { REPO_ROOT, runCli } from "./helpers/cli.js";
@@ -230,9 +230,13 @@ describe("agentrl sft on the CPU demo's model", () => {
       expect(existsSync(path.join(runDir, "model", file)), file).toBe(true);
     }
 
-    const resumed = await runCli([...args(10), "--resume"], { timeoutMs: 180_000 });
+    // Every checkpoint stays by default; with trainer.max_ckpt_to_keep (verl's key) only the newest ones do.
+    const checkpoints = () => readdirSync(path.join(runDir, "checkpoints")).sort();
+    expect(checkpoints()).toEqual(["step-000004", "step-000008"]);
+    const resumed = await runCli([...args(10), "--resume", "--set", "trainer.max_ckpt_to_keep=2"], { timeoutMs: 180_000 });
     expect(resumed.code, resumed.stderr).toBe(0);
     expect(resumed.stdout).toContain("resumed from checkpoints/step-000008 (step 8");
+    expect(checkpoints()).toEqual(["step-000008", "step-000010"]);
     const logged = readFileSync(path.join(runDir, "metrics.jsonl"), "utf8").trim().split("\n").map((l) => (JSON.parse(l) as { step: number }).step);
     expect(logged).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
   }, 400_000);

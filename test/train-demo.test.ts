@@ -19,7 +19,7 @@
  * its task is test/demo-learns.test.ts.
  */
 import { spawn } from "node:child_process";
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { dump as dumpYaml, load as loadYaml } from "js-yaml";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -286,8 +286,8 @@ describe("agentrl train on the CPU demo", () => {
     const config = path.join(cwd, "grpo.yaml");
     writeFileSync(config, dumpYaml(tree));
     const runDir = path.join(cwd, "runs", "hint-run");
-    // A checkpoint every step, so that the kill lands between two steps.
-    const args = ["train", "--config", config, "--json", ...trainSets(1), "--steps", String(STEPS), "--name", "hint-run"];
+    // A checkpoint every step, so that the kill lands between two steps; the newest two kept (verl's key).
+    const args = ["train", "--config", config, "--json", ...trainSets(1), "--set", "trainer.max_actor_ckpt_to_keep=2", "--steps", String(STEPS), "--name", "hint-run"];
 
     // 1. SIGKILL once the checkpoint of KILL_AFTER_STEP is recorded, i.e. between two steps.
     const killed = start(cwd, args);
@@ -322,6 +322,8 @@ describe("agentrl train on the CPU demo", () => {
     expect(await resumed.exited, resumed.stderr()).toBe(0);
     expect(resumed.stdout()).toContain(`resumed from checkpoints/step-${pad6(stopped)}`);
     expect(readMetrics(runDir).map((m) => m.step)).toEqual(Array.from({ length: STEPS }, (_, i) => i + 1));
+    // The run went on from the checkpoint the stop wrote; the two newest are what is left.
+    expect(readdirSync(path.join(runDir, "checkpoints")).sort()).toEqual([`step-${pad6(stopped)}`, `step-${pad6(STEPS)}`]);
     // The same seeds give the same run: killed, stopped and resumed, it logs what the uninterrupted run logged, line
     // for line, but for the clock (sync mode; docs/architecture.md says which modes repeat themselves). The one
     // exception is the engine's own log-probs against the trainer's (mismatch/kl): a restarted engine's prefix cache

@@ -73,6 +73,9 @@ export const sftConfigSchema = z.strictObject({
       total_epochs: z.number().int().positive().default(1).describe("passes over the training conversations"),
       total_training_steps: z.number().int().positive().nullable().default(null).describe("null = total_epochs over the data"),
       save_freq: z.number().int().default(-1).describe("checkpoint every N steps; -1 = only at the end and on Ctrl-C"),
+      max_ckpt_to_keep: z
+        .number().int().positive().nullable().default(null)
+        .describe("checkpoints kept in the run folder, the newest ones; null = all (verl's key)"),
       test_freq: z.number().int().default(-1).describe("validation loss every N steps (and at the end); -1 = only at the end"),
       n_gpus_per_node: z.number().int().positive().default(1).describe("training ranks (torchrun --nproc_per_node)"),
       nnodes: z.number().int().positive().default(1).describe("training nodes (torchrun --nnodes)"),

@@ -37,7 +37,7 @@ export function modelDirOf(runDir: RunDir): string {
 
 export async function sftLoop(options: SftLoopOptions): Promise<SftLoopResult> {
   const { config, runDir, worker, reporter, total, stop } = options;
-  const progress = new RunProgress(runDir, options.train.length, config.data, options.resumeState);
+  const progress = new RunProgress(runDir, options.train.length, config.data, options.resumeState, config.trainer.max_ckpt_to_keep);
   runDir.clearScratch();
   try {
     if (progress.resumed) await progress.resume(worker, reporter, { keepMetrics: false, unit: "conversation" });

@@ -37,11 +37,13 @@ export class RunProgress {
    */
   cursorToSave: () => CursorState = () => this.cursor.position;
 
+  /** `keepCheckpoints`: how many of the newest checkpoints stay in the run folder (verl's max_*ckpt_to_keep); null = all. */
   constructor(
     private readonly runDir: RunDir,
     dataSize: number,
     data: { seed: number; shuffle: boolean },
     resumed: RunState | undefined,
+    private readonly keepCheckpoints: number | null = null,
   ) {
     this.cursor = new DataCursor(dataSize, data.seed, data.shuffle, cursorOf(resumed));
     this.step = resumed?.step ?? 0;
@@ -77,6 +79,8 @@ export class RunProgress {
     const checkpoint = this.runDir.relative(dir);
     await this.runDir.writeState({ step: this.step, cursor: this.cursorToSave(), checkpoint, weight_version: this.weightVersion });
     this.lastCheckpoint = dir;
+    // Only once state.json names the new one: a crash in between leaves an extra old checkpoint, never too few.
+    if (this.keepCheckpoints !== null) this.runDir.pruneCheckpoints(this.keepCheckpoints);
   }
 
   /** After Ctrl-C: a checkpoint of the last finished step, unless it has one already. */

@@ -215,6 +215,9 @@ export const trainConfigSchema = z.strictObject({
       total_epochs: z.number().int().positive().default(1).describe("passes over the training prompts"),
       total_training_steps: z.number().int().positive().nullable().default(null).describe("null = total_epochs over the data"),
       save_freq: z.number().int().default(-1).describe("checkpoint every N steps; -1 = only at the end and on Ctrl-C"),
+      max_actor_ckpt_to_keep: z
+        .number().int().positive().nullable().default(null)
+        .describe("checkpoints kept in the run folder, the newest ones (each holds the weights and the optimizer); null = all (verl's key)"),
       test_freq: z.number().int().default(-1).describe("validate every N steps; -1 = never during training"),
       val_before_train: z.boolean().default(false).describe("validate once before the first step (metrics line with step 0)"),
       val_only: z

@@ -50,7 +50,7 @@ export interface TrainLoopOptions {
 
 export async function trainLoop(options: TrainLoopOptions): Promise<RunOutcome> {
   const { config, runDir, stop } = options;
-  const progress = new RunProgress(runDir, options.trainPrompts.length, config.data, options.resumeState);
+  const progress = new RunProgress(runDir, options.trainPrompts.length, config.data, options.resumeState, config.trainer.max_actor_ckpt_to_keep);
   const draws = new PendingDraws(progress.cursor);
   progress.cursorToSave = () => draws.checkpoint();
   const stages = trainStages(options, progress);

@@ -2,7 +2,7 @@
  * The run folder (docs/run-folder.md): where a training run keeps its config, metrics, rollouts, checkpoints and
  * logs, and the small state file that --resume starts from. Every file that matters for resume is written atomically.
  */
-import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { mkdir, readFile } from "node:fs/promises";
 import path from "node:path";
 import { dump as dumpYaml } from "js-yaml";
@@ -60,6 +60,17 @@ export class RunDir {
   }
   checkpointDir(step: number): string {
     return path.join(this.root, "checkpoints", `step-${String(step).padStart(6, "0")}`);
+  }
+
+  /** Removes all but the `keep` newest checkpoints (by step); the newest is the one state.json names. */
+  pruneCheckpoints(keep: number): void {
+    const folder = path.join(this.root, "checkpoints");
+    const steps = readdirSync(folder)
+      .map((name) => /^step-(\d+)$/.exec(name))
+      .filter((match): match is RegExpExecArray => match !== null)
+      .map((match) => Number(match[1]))
+      .sort((a, b) => b - a);
+    for (const step of steps.slice(Math.max(keep, 1))) rmSync(this.checkpointDir(step), { recursive: true, force: true });
   }
 
   /**
