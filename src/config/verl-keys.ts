@@ -183,6 +183,33 @@ export const VERL_KEYS: readonly VerlKey[] = [
   ...["actor_rollout_ref.actor.checkpoint.save_contents", "actor_rollout_ref.actor.checkpoint.load_contents"].map((key) =>
     ignored(key, TRAIN, "a checkpoint holds the model, the optimizer and the run's state, and the run's end writes a Hugging Face model folder")),
 
+  fixed("actor_rollout_ref.actor.use_torch_compile", TRAIN, false, "the worker runs eager PyTorch", { note: "the worker runs eager PyTorch: torch.compile is not built in" }, BOOLEANS),
+  fixed("actor_rollout_ref.model.use_fused_kernels", TRAIN, false, "log-probs come from chunks of the lm_head", { note: LOGITS_IN_CHUNKS }, BOOLEANS),
+  fixed("actor_rollout_ref.model.use_liger", TRAIN, false, "transformers' own modules", { note: "Liger kernels are not built in: the worker runs transformers' own modules" }, BOOLEANS),
+  fixed("actor_rollout_ref.model.enable_activation_offload", TRAIN, false, "activations stay on the GPU", {
+    note: "activation offload is not built in: actor_rollout_ref.model.enable_gradient_checkpointing saves activation memory",
+  }, BOOLEANS),
+  {
+    key: "actor_rollout_ref.actor.policy_loss.loss_mode",
+    commands: TRAIN,
+    verdict: (value) => (value === "vanilla" ? honoured() : refused(`agentrl's policy loss is PPO's clipped objective (vanilla, with clip_ratio_low/high and clip_ratio_c), not ${String(value)}`)),
+    summary: "vanilla: honoured (PPO's clipped objective); gspo, gpg, clip_cov, kl_cov and the others refused",
+  },
+  ...["actor_rollout_ref.actor.strategy", "actor_rollout_ref.ref.strategy"].map((key): VerlKey => ({
+    key,
+    commands: TRAIN,
+    values: ["fsdp", "fsdp2", "megatron"],
+    verdict: (value) => (value === "megatron" ? refused("the worker shards with FSDP (FSDP2 where torch has it); Megatron is not built in") : honoured()),
+    summary: "fsdp, fsdp2: honoured (FSDP2 where torch has it, FSDP1 otherwise); megatron: refused",
+  })),
+  ...["actor_rollout_ref.actor.fsdp_config", "actor_rollout_ref.ref.fsdp_config"].flatMap((prefix) => [
+    ignored(`${prefix}.wrap_policy`, TRAIN, "FSDP wraps every decoder layer, then the whole model", { subtree: true }),
+    ignored(`${prefix}.forward_prefetch`, TRAIN, "a speed setting of FSDP1; the worker's FSDP2 prefetches on its own", { values: BOOLEANS }),
+    ignored(`${prefix}.fsdp_size`, TRAIN, "the worker shards over all its ranks"),
+    ignored(`${prefix}.offload_policy`, TRAIN, "offload is param_offload and optimizer_offload", { values: BOOLEANS }),
+    ignored(`${prefix}.model_dtype`, TRAIN, "the master weights' dtype is actor_rollout_ref.actor.fsdp_config.dtype (float32 by default; compute is bf16 on GPU)"),
+  ]),
+
   // actor_rollout_ref.ref: the reference model lives in the worker next to the actor
   ignored("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", TRAIN, MICRO_BATCH_BY_TOKENS),
   ignored("actor_rollout_ref.ref.log_prob_micro_batch_size", TRAIN, MICRO_BATCH_BY_TOKENS),
@@ -219,6 +246,20 @@ export const VERL_KEYS: readonly VerlKey[] = [
   ignored("actor_rollout_ref.rollout.agent.num_workers", ROLLOUT_AND_TRAIN,
     "no agent-loop worker processes: every trajectory runs in agentrl's own event loop, actor_rollout_ref.rollout.max_concurrency at once"),
   ignored("actor_rollout_ref.rollout.layered_summon", TRAIN, LORA_GATHER, { values: BOOLEANS }),
+  ignored("actor_rollout_ref.rollout.engine_kwargs", ROLLOUT_AND_TRAIN, ENGINE_FLAG, { subtree: true }),
+  ignored("actor_rollout_ref.rollout.trace", ROLLOUT_AND_TRAIN, "a rollout's trace is its trajectory file: agentrl inspect shows every turn, call and token", { subtree: true }),
+  ...["prompt_length", "response_length"].map((name) =>
+    ignored(`actor_rollout_ref.rollout.${name}`, ROLLOUT_AND_TRAIN, "the budgets are data.max_prompt_length and data.max_response_length")),
+  fixed("actor_rollout_ref.rollout.ignore_eos", ROLLOUT_AND_TRAIN, false, "a turn ends at the model's end of turn", {
+    refuse: "a turn must end at the model's end-of-turn token for the next message to follow it",
+  }, BOOLEANS),
+  {
+    key: "actor_rollout_ref.rollout.do_sample",
+    commands: ROLLOUT_AND_TRAIN,
+    values: BOOLEANS,
+    verdict: (value) => (value === true ? honoured() : noted("greedy decoding is actor_rollout_ref.rollout.temperature=0")),
+    summary: "true: honoured (samples at rollout.temperature); false: noted (greedy is temperature 0)",
+  },
   ...["enable_chunked_prefill", "max_num_batched_tokens", "max_num_seqs", "enforce_eager", "free_cache_engine", "swap_space", "disable_log_stats", "max_model_len", "dtype"].map((name) =>
     ignored(`actor_rollout_ref.rollout.${name}`, ROLLOUT_AND_TRAIN, ENGINE_FLAG)),
   fixed("actor_rollout_ref.rollout.calculate_log_probs", TRAIN, true, "the engine's log-prob of every sampled token is recorded", {
@@ -269,6 +310,19 @@ export const VERL_KEYS: readonly VerlKey[] = [
   fixed("trainer.critic_warmup", TRAIN, 0, "the actor trains from the first step", {
     refuse: `${NO_CRITIC}, so there is nothing to warm up; the actor trains from the first step`,
   }),
+  fixed("data.validation_shuffle", TRAIN, false, "validation prompts in file order", { note: "validation runs on the prompts in file order (data.val_max_samples takes the first ones)" }, BOOLEANS),
+  ...["trainer.rollout_data_dir", "trainer.validation_data_dir"].map((key) =>
+    ignored(key, TRAIN, "every step's trajectories are written to the run folder: rollouts/step-NNNNNN.parquet and val-NNNNNN.parquet (agentrl inspect reads them)")),
+  {
+    key: "trainer.device",
+    commands: TRAIN,
+    values: ["cuda", "cpu", "npu"],
+    verdict: (value) => (value === "npu" ? refused("the worker runs on CUDA GPUs or the CPU") : honoured()),
+    summary: "cuda, cpu: honoured (the worker uses CUDA when torch sees a GPU, else the CPU); npu: refused",
+  },
+  ignored("ray_init", TRAIN, "agentrl runs without Ray: the CLI, a torchrun worker and the engine servers", { subtree: true }),
+  ignored("critic", TRAIN, NO_CRITIC, { subtree: true }),
+  ...["algorithm.gamma", "algorithm.lam"].map((key) => ignored(key, TRAIN, "only GAE reads it; agentrl's grpo and rloo do not")),
   ignored("trainer.balance_batch", TRAIN, "a speed setting: the worker splits each batch over its ranks by tokens", { values: BOOLEANS }),
   {
     key: "trainer.resume_mode",
