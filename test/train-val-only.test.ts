@@ -34,6 +34,31 @@ const VAL_REWARD = "val-core/agentrl/vault/reward/mean@1";
 const VAL_ACC = "val-core/agentrl/vault/acc/mean@1";
 
 describe("agentrl train with trainer.val_only", () => {
+  it("with DAPO's overlong buffer (verl's reward_model.overlong_buffer keys) every reward carries its length penalty, logged in reward_extra", async () => {
+    const runDir = path.join(scratch, "overlong");
+    // The buffer is the whole budget (64 tokens): a response of L tokens loses L / 64 * 0.5.
+    const result = await runCli(
+      [
+        ...demoArgs(runDir), "--set", "trainer.val_only=true", "--set", "trainer.total_training_steps=null",
+        "--set", "reward_model.overlong_buffer.enable=True", "--set", "reward_model.overlong_buffer.len=64",
+        "--set", "reward_model.overlong_buffer.penalty_factor=0.5", "--set", "reward_model.overlong_buffer.log=True",
+      ],
+      { timeoutMs: RUN_TIMEOUT_MS },
+    );
+    expect(result.code, result.stderr).toBe(0);
+    const validated = [];
+    for await (const t of readTrajectories(path.join(runDir, "rollouts", `val-${pad6(0)}.parquet`))) validated.push(t);
+    expect(validated).toHaveLength(4);
+    for (const t of validated) {
+      const extra = t.reward_extra as { acc: number; overlong_reward: number; overlong: boolean };
+      expect(t.response_ids.length).toBeGreaterThan(0);
+      expect(extra.overlong_reward).toBeCloseTo((-t.response_ids.length / 64) * 0.5, 10);
+      expect(extra.overlong).toBe(true);
+      expect(t.reward).toBeCloseTo(extra.acc + extra.overlong_reward, 10);
+    }
+  });
+
+
   it("validates model.path without training: one metrics line at step 0, printed as JSON, exit 0", async () => {
     const runDir = path.join(scratch, "fresh");
     const result = await runCli(

@@ -299,7 +299,7 @@ describe("values decide the class", () => {
     expect(trainRefusal("actor_rollout_ref.rollout.mode=sync")[0]).toMatch(/^actor_rollout_ref\.rollout\.mode=sync: agentrl's rollouts are always asynchronous/);
   });
 
-  it("the reward keys of verl's GRPO and DAPO scripts: naive honoured, dapo and prime noted, batch and what agentrl cannot do refused", () => {
+  it("the reward keys of verl's GRPO and DAPO scripts: naive and the overlong buffer honoured, dapo and prime noted, batch and what agentrl cannot do refused", () => {
     const dapo = train(
       "reward_model.reward_manager=dapo", "reward_model.enable=False", "reward_model.overlong_buffer.enable=False", "reward_model.overlong_buffer.len=4096",
       "data.reward_fn_key=data_source", "+data.apply_chat_template_kwargs.enable_thinking=False", "actor_rollout_ref.model.trust_remote_code=True",
@@ -307,14 +307,17 @@ describe("values decide the class", () => {
       "trainer.resume_mode=auto", "actor_rollout_ref.rollout.enable_chunked_prefill=True", "actor_rollout_ref.actor.ulysses_sequence_parallel_size=1",
     );
     expect(dapo.verl.notes.map((line) => line.split("=")[0]).sort()).toEqual([
-      "actor_rollout_ref.model.trust_remote_code", "actor_rollout_ref.rollout.enable_chunked_prefill", "reward_model.overlong_buffer.len",
+      "actor_rollout_ref.model.trust_remote_code", "actor_rollout_ref.rollout.enable_chunked_prefill",
       "reward_model.reward_manager", "trainer.balance_batch", "trainer.resume_mode",
     ]);
+    // DAPO's overlong shaping is agentrl's own key (src/rewards/overlong.ts).
+    const overlong = train("reward_model.overlong_buffer.enable=True", "reward_model.overlong_buffer.len=512", "reward_model.overlong_buffer.penalty_factor=1.0");
+    expect(overlong.verl.notes).toEqual([]);
+    expect((overlong.config as { reward_model: unknown }).reward_model).toEqual({ overlong_buffer: { enable: true, len: 512, penalty_factor: 1, log: false } });
     expect((dapo.config as { data: { apply_chat_template_kwargs: unknown } }).data.apply_chat_template_kwargs).toEqual({ enable_thinking: false });
     expect(train("reward_model.reward_manager=naive").verl.notes).toEqual([]);
     expect(trainRefusal("reward_model.reward_manager=batch")[0]).toMatch(/^reward_model\.reward_manager=batch: agentrl calls the reward function once per trajectory/);
     expect(trainRefusal("reward_model.enable=True")[0]).toMatch(/^reward_model\.enable=true: agentrl has no reward-model worker/);
-    expect(trainRefusal("reward_model.overlong_buffer.enable=True")[0]).toMatch(/^reward_model\.overlong_buffer\.enable=true: DAPO's overlong reward shaping is not built in/);
     expect(trainRefusal("data.reward_fn_key=task")[0]).toMatch(/^data\.reward_fn_key=task: agentrl passes each row's data_source/);
   });
 

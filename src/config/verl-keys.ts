@@ -149,14 +149,9 @@ export const VERL_KEYS: readonly VerlKey[] = [
         : value === "batch"
           ? refused("agentrl calls the reward function once per trajectory, as the naive manager does; a batch function takes lists")
           : noted(`agentrl scores each trajectory as it finishes, concurrently, with the same compute_score per sample as ${String(value)}'s manager` +
-              (value === "dapo" ? "; DAPO's overlong penalty is reward_model.overlong_buffer, refused when enabled" : "")),
+              (value === "dapo" ? "; DAPO's overlong penalty is reward_model.overlong_buffer, which agentrl applies to every reward" : "")),
     summary: "naive: honoured; prime, dapo: noted (the same compute_score per trajectory, scored concurrently); batch: refused (a function of lists)",
   },
-  fixed("reward_model.overlong_buffer.enable", TRAIN, false, "no length penalty on the reward", {
-    refuse: "DAPO's overlong reward shaping is not built in: put the penalty in custom_reward_function (it gets the response), or cap data.max_response_length",
-  }, BOOLEANS),
-  ...["reward_model.overlong_buffer.len", "reward_model.overlong_buffer.penalty_factor", "reward_model.overlong_buffer.log"].map((key) =>
-    ignored(key, TRAIN, "only read with reward_model.overlong_buffer.enable, which agentrl refuses")),
   ignored("reward_model.launch_reward_fn_async", TRAIN, "agentrl scores each trajectory as it finishes, during the rollout", { values: BOOLEANS }),
 
   // actor_rollout_ref.model

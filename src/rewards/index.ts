@@ -22,3 +22,4 @@ export {
   type PythonRewardResult,
   type RewardRow,
 } from "./python-reward.js";
+export { overlongBufferSchema, overlongReward, type OverlongBuffer } from "./overlong.js";

@@ -2,6 +2,7 @@
  * Builds what a rollout needs from a validated config: the chat model, the SGLang client, the function-call parser,
  * tools, interactions and the reward function. Shared by `agentrl rollout` and `agentrl train`.
  */
+import type { OverlongBuffer } from "../rewards/index.js";
 import path from "node:path";
 import { ChatModel } from "../chat/index.js";
 import { readModelFiles, type ChatTemplateSource } from "../chat/files.js";
@@ -25,6 +26,8 @@ export interface RolloutParts {
   rewardFunction: LoadedRewardFunction | undefined;
   /** custom_reward_function.reward_kwargs, passed to every reward call. */
   rewardKwargs: Record<string, unknown>;
+  /** reward_model.overlong_buffer when enabled. */
+  overlongBuffer?: OverlongBuffer;
   /** The agent loops of actor_rollout_ref.rollout.agent, modules imported. */
   agentLoops: AgentLoopRegistry;
   close(): Promise<void>;
@@ -38,6 +41,7 @@ export async function loadRolloutParts(options: {
   /** custom_reward_function.name: the reward module's function (default compute_score). */
   rewardName?: string;
   rewardKwargs?: Record<string, unknown>;
+  overlongBuffer?: OverlongBuffer;
   /** custom_reward_function.python: how a .py reward file runs. */
   rewardPython?: PythonRewardOptions;
   /** Folders that tool and interaction `class_name` module paths may load from. */
@@ -89,6 +93,7 @@ export async function loadRolloutParts(options: {
     interactions,
     rewardFunction,
     rewardKwargs: options.rewardKwargs ?? {},
+    ...(options.overlongBuffer?.enable ? { overlongBuffer: options.overlongBuffer } : {}),
     agentLoops,
     async close() {
       await Promise.all([tools?.close(), rewardFunction?.close?.(), agentLoops.close()]);
@@ -150,6 +155,7 @@ export function trajectoryContext(
     interactions: parts.interactions,
     rewardFunction: parts.rewardFunction,
     rewardKwargs: parts.rewardKwargs,
+    ...(parts.overlongBuffer ? { overlongBuffer: parts.overlongBuffer } : {}),
     agentLoops: parts.agentLoops,
     rollout,
     maxPromptLength: lengths.maxPromptLength,

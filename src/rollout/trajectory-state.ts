@@ -4,6 +4,7 @@
  * Each stage of run-trajectory.ts (assistant-turn.ts, environment-turn.ts, trajectory-record.ts) reads and updates
  * one TrajectoryInFlight.
  */
+import type { OverlongBuffer } from "../rewards/index.js";
 import type { ChatModel, Conversation } from "../chat/index.js";
 import type { SglangClient } from "../engine/index.js";
 import type { FunctionCallParser } from "../parsers/index.js";
@@ -26,6 +27,8 @@ export interface TrajectoryContext {
   rewardFunction: LoadedRewardFunction | undefined;
   /** custom_reward_function.reward_kwargs (absent: none). */
   rewardKwargs?: Record<string, unknown>;
+  /** reward_model.overlong_buffer when enabled: DAPO's length penalty added to every reward. */
+  overlongBuffer?: OverlongBuffer;
   rollout: RolloutSection;
   maxPromptLength: number;
   maxResponseLength: number;

@@ -3,6 +3,7 @@
  * algorithm.*, trainer.*), so a verl user can read it at a glance. Strict: a misspelled key is an error naming the
  * nearest valid key, never a silent no-op. docs/config.md lists every key with its default.
  */
+import { overlongBufferSchema } from "../rewards/overlong.js";
 import { applyChatTemplateKwargs, customChatTemplateKeys } from "../config/chat-template-keys.js";
 import { z } from "zod";
 import { customRewardFunctionSchema, rolloutSchema } from "../rollout/config.js";
@@ -178,6 +179,10 @@ export const trainConfigSchema = z.strictObject({
     })
     .prefault({}),
   custom_reward_function: customRewardFunctionSchema.prefault({}),
+  reward_model: z
+    .strictObject({ overlong_buffer: overlongBufferSchema.prefault({}) })
+    .prefault({})
+    .describe("reward_model: DAPO's overlong shaping (agentrl has no reward-model worker: reward_model.enable stays false)"),
   async_training: z
     .strictObject({
       mode: z

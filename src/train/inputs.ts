@@ -24,6 +24,12 @@ export async function loadTrainInputs(config: TrainConfig, configFile: string | 
       hint: "set data.val_files, e.g. --set data.val_files=data/test.parquet",
     });
   }
+  const overlong = config.reward_model.overlong_buffer;
+  if (overlong.enable && overlong.len > config.data.max_response_length) {
+    throw new InputError(`${configFile}: reward_model.overlong_buffer.len (${overlong.len}) is over data.max_response_length (${config.data.max_response_length})`, {
+      hint: "the penalty starts len tokens before the response budget: len must fit inside it",
+    });
+  }
   // Each row's agent_name must name a registered agent loop (docs/agent-loops.md).
   const loopNames = await agentLoopNames(config.actor_rollout_ref.rollout.agent);
   const trainPrompts = await loadAll(asList(config.data.train_files), null, loopNames);
@@ -34,6 +40,7 @@ export async function loadTrainInputs(config: TrainConfig, configFile: string | 
     rewardModulePath: config.custom_reward_function.path,
     rewardName: config.custom_reward_function.name,
     rewardKwargs: config.custom_reward_function.reward_kwargs,
+    overlongBuffer: config.reward_model.overlong_buffer,
     rewardPython: config.custom_reward_function.python,
     templateKwargs: config.data.apply_chat_template_kwargs,
     ...withChatTemplate(await customChatTemplate(config.actor_rollout_ref.model, "actor_rollout_ref.model")),
