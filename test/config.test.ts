@@ -112,6 +112,10 @@ describe("agentrl train --dry-run", () => {
       trainConfigSchema.parse({ ...loadYaml(base) as object, actor_rollout_ref: { model: { path: "/m" }, actor: { use_kl_loss: kl }, ref: { model: { path: "/models/base" } } } });
     expect(grpoWorkerConfig(parsed(true), 16)).toMatchObject({ use_ref: true, ref_model_path: "/models/base" });
     expect(grpoWorkerConfig(parsed(false), 16)).not.toHaveProperty("ref_model_path");
+    // The policy loss reaches the worker: vanilla by default, GSPO when asked (verl's actor.policy_loss.loss_mode).
+    expect(grpoWorkerConfig(parsed(false), 16)).toMatchObject({ loss_mode: "vanilla" });
+    const gspo = trainConfigSchema.parse({ ...loadYaml(base) as object, actor_rollout_ref: { model: { path: "/m" }, actor: { policy_loss: { loss_mode: "gspo" } } } });
+    expect(grpoWorkerConfig(gspo, 16)).toMatchObject({ loss_mode: "gspo" });
     // agentrl export loads no reference: a run with its own reference model exports without it (the worker refuses
     // ref_model_path without use_ref).
     const exported = trainExportInit(parsed(true));

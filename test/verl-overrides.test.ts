@@ -321,7 +321,7 @@ describe("values decide the class", () => {
     expect(trainRefusal("data.reward_fn_key=task")[0]).toMatch(/^data\.reward_fn_key=task: agentrl passes each row's data_source/);
   });
 
-  it("model, FSDP, engine and trainer keys verl scripts carry: speed and framework settings noted, what would change the result refused", () => {
+  it("model, FSDP, engine, loss and trainer keys verl scripts carry: speed and framework settings noted, GSPO honoured, what would change the result refused", () => {
     const script = train(
       "actor_rollout_ref.actor.strategy=fsdp2", "actor_rollout_ref.actor.use_torch_compile=False", "actor_rollout_ref.model.use_fused_kernels=True",
       "actor_rollout_ref.actor.fsdp_config.wrap_policy.min_num_params=0", "actor_rollout_ref.rollout.engine_kwargs.sglang.attention_backend=fa3",
@@ -331,7 +331,10 @@ describe("values decide the class", () => {
       "actor_rollout_ref.actor.fsdp_config.wrap_policy.min_num_params", "actor_rollout_ref.model.use_fused_kernels",
       "actor_rollout_ref.rollout.engine_kwargs.sglang.attention_backend", "critic.optim.lr", "ray_init.num_cpus",
     ]);
-    expect(trainRefusal("actor_rollout_ref.actor.policy_loss.loss_mode=gspo")[0]).toMatch(/^actor_rollout_ref\.actor\.policy_loss\.loss_mode=gspo: agentrl's policy loss is PPO's clipped objective/);
+    const gspo = train("actor_rollout_ref.actor.policy_loss.loss_mode=gspo");
+    expect(gspo.verl.notes).toEqual([]);
+    expect((gspo.config as { actor_rollout_ref: { actor: { policy_loss: unknown } } }).actor_rollout_ref.actor.policy_loss).toEqual({ loss_mode: "gspo" });
+    expect(trainRefusal("actor_rollout_ref.actor.policy_loss.loss_mode=gpg")[0]).toMatch(/^actor_rollout_ref\.actor\.policy_loss\.loss_mode: .*"vanilla"\|"gspo"/);
     expect(trainRefusal("actor_rollout_ref.actor.strategy=megatron")[0]).toMatch(/^actor_rollout_ref\.actor\.strategy=megatron: the worker shards with FSDP/);
     expect(trainRefusal("actor_rollout_ref.rollout.ignore_eos=True")[0]).toMatch(/^actor_rollout_ref\.rollout\.ignore_eos=true: a turn must end/);
   });

@@ -184,12 +184,6 @@ export const VERL_KEYS: readonly VerlKey[] = [
   fixed("actor_rollout_ref.model.enable_activation_offload", TRAIN, false, "activations stay on the GPU", {
     note: "activation offload is not built in: actor_rollout_ref.model.enable_gradient_checkpointing saves activation memory",
   }, BOOLEANS),
-  {
-    key: "actor_rollout_ref.actor.policy_loss.loss_mode",
-    commands: TRAIN,
-    verdict: (value) => (value === "vanilla" ? honoured() : refused(`agentrl's policy loss is PPO's clipped objective (vanilla, with clip_ratio_low/high and clip_ratio_c), not ${String(value)}`)),
-    summary: "vanilla: honoured (PPO's clipped objective); gspo, gpg, clip_cov, kl_cov and the others refused",
-  },
   ...["actor_rollout_ref.actor.strategy", "actor_rollout_ref.ref.strategy"].map((key): VerlKey => ({
     key,
     commands: TRAIN,

@@ -7,7 +7,7 @@ import { overlongBufferSchema } from "../rewards/overlong.js";
 import { applyChatTemplateKwargs, customChatTemplateKeys } from "../config/chat-template-keys.js";
 import { z } from "zod";
 import { customRewardFunctionSchema, rolloutSchema } from "../rollout/config.js";
-import { ADV_ESTIMATORS, KL_LOSS_TYPES, LOSS_AGG_MODES, MASTER_DTYPES, ROLLOUT_IS_MODES } from "./worker/protocol.js";
+import { ADV_ESTIMATORS, KL_LOSS_TYPES, LOSS_AGG_MODES, MASTER_DTYPES, POLICY_LOSS_MODES, ROLLOUT_IS_MODES } from "./worker/protocol.js";
 import { TRAINING_MODES } from "./schedule/modes.js";
 import { loraKeys } from "./lora-config.js";
 
@@ -101,6 +101,13 @@ export const trainConfigSchema = z.strictObject({
         clip_ratio_high: z.number().nonnegative().default(0.2).describe("PPO clip above 1 (ratio ≤ 1 + high); > low is DAPO's clip-higher"),
         clip_ratio_c: z.number().gt(1).default(3.0).describe("dual-clip constant"),
         loss_agg_mode: z.enum(LOSS_AGG_MODES).default("token-mean").describe("how token losses become one loss (verl's agg_loss)"),
+        policy_loss: z
+          .strictObject({
+            loss_mode: z
+              .enum(POLICY_LOSS_MODES).default("vanilla")
+              .describe("vanilla: PPO's clipped surrogate with dual clip; gspo: GSPO's sequence-level ratio (its policy loss seq-mean-token-mean; set clip_ratio_low/high to GSPO's 3e-4/4e-4)"),
+          })
+          .prefault({}),
         loss_scale_factor: z.number().positive().nullable().default(null).describe("divisor of seq-mean-token-sum-norm (Dr.GRPO); null = data.max_response_length"),
         use_kl_loss: z.boolean().default(false).describe("KL-to-reference loss (keeps a frozen reference model)"),
         kl_loss_coef: z.number().nonnegative().default(0.001).describe("weight of the KL loss"),

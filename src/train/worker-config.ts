@@ -36,6 +36,7 @@ export function grpoWorkerConfig(config: TrainConfig, trainSize: number): Worker
     clip_ratio_low: actor.clip_ratio_low,
     clip_ratio_high: actor.clip_ratio_high,
     clip_ratio_c: actor.clip_ratio_c,
+    loss_mode: actor.policy_loss.loss_mode,
     loss_agg_mode: actor.loss_agg_mode,
     loss_scale_factor: actor.loss_scale_factor,
     max_response_length: config.data.max_response_length,

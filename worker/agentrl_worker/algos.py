@@ -199,6 +199,46 @@ def clipped_surrogate(
     return token_loss, facts
 
 
+def gspo_surrogate(
+    log_prob: Tensor,
+    old_log_prob: Tensor,
+    advantages: Tensor,
+    response_mask: Tensor,
+    clip_ratio_low: float,
+    clip_ratio_high: float,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """GSPO's per-token loss (https://arxiv.org/abs/2507.18071, the GSPO-token form verl computes): one importance
+    ratio per sequence, the geometric mean of its tokens' ratios, carried to every token with the token's own gradient:
+
+        s_i = exp(sum_t m*(logp - old_logp) / max(sum_t m, 1))
+        s_i,t = sg(s_i) * pi_t / sg(pi_t), i.e. exp(logp - sg(logp) + sg(log s_i)), clamped at exp(10)
+        token loss = max(-A*s_i,t, -A*clamp(s_i,t, 1 - clip_ratio_low, 1 + clip_ratio_high))
+
+    No dual clip. `clipped` and `ratio` are per token (every token of a sequence shares the ratio's value)."""
+    if advantages.dim() == 1:
+        advantages = advantages.unsqueeze(-1).expand_as(log_prob)
+    advantages = advantages.to(log_prob.dtype)
+    mask = response_mask.to(log_prob.dtype)
+    delta = log_prob - old_log_prob
+    sequence_log_ratio = (delta * mask).sum(dim=-1) / mask.sum(dim=-1).clamp(min=1.0)
+    log_ratio = torch.clamp(log_prob - log_prob.detach() + sequence_log_ratio.detach().unsqueeze(-1), max=10.0)
+    ratio = torch.exp(log_ratio)
+    loss_unclipped = -advantages * ratio
+    loss_clipped = -advantages * torch.clamp(ratio, 1.0 - clip_ratio_low, 1.0 + clip_ratio_high)
+    token_loss = torch.maximum(loss_unclipped, loss_clipped)
+    facts = {
+        "clipped": (loss_clipped > loss_unclipped).detach().float(),
+        "clipped_lower": torch.zeros_like(token_loss).detach(),
+        "neg_delta": -delta.detach(),
+        "ratio": ratio.detach(),
+    }
+    return token_loss, facts
+
+
+#: Policy losses: PPO's clipped surrogate with dual clip (vanilla) or GSPO's sequence-level one.
+POLICY_LOSS_MODES = ("vanilla", "gspo")
+
+
 def policy_loss(
     log_prob: Tensor,
     old_log_prob: Tensor,
@@ -212,6 +252,7 @@ def policy_loss(
     loss_scale_factor: float | None = None,
     global_norm: float | None = None,
     global_tokens: float | None = None,
+    loss_mode: str = "vanilla",
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """PPO clipped surrogate with dual clip (https://arxiv.org/abs/1912.09729), per token:
 
@@ -226,8 +267,16 @@ def policy_loss(
     this tensor divided by global_tokens (the response tokens of the whole mini-batch, so micro-batch values add up
     like the loss) or, when None, masked_mean over this tensor; ratio_max and ratio_min, the extremes of rho over the
     response tokens (-inf and +inf when there are none).
+
+    loss_mode gspo takes `gspo_surrogate` for the token loss instead (clip_ratio_c unused, pg_clipfrac_lower 0), and
+    the caller aggregates it seq-mean-token-mean, as verl does for GSPO whatever loss_agg_mode says.
     """
-    token_loss, facts = clipped_surrogate(log_prob, old_log_prob, advantages, clip_ratio_low, clip_ratio_high, clip_ratio_c)
+    if loss_mode not in POLICY_LOSS_MODES:
+        raise ValueError(f"unknown loss_mode {loss_mode!r}; expected one of {', '.join(POLICY_LOSS_MODES)}")
+    if loss_mode == "gspo":
+        token_loss, facts = gspo_surrogate(log_prob, old_log_prob, advantages, response_mask, clip_ratio_low, clip_ratio_high)
+    else:
+        token_loss, facts = clipped_surrogate(log_prob, old_log_prob, advantages, clip_ratio_low, clip_ratio_high, clip_ratio_c)
     if rollout_is_weights is not None:
         token_loss = token_loss * rollout_is_weights
     loss = agg_loss(token_loss, response_mask, loss_agg_mode, loss_scale_factor, global_norm)

@@ -74,6 +74,8 @@ class WorkerConfig:
     clip_ratio_low: float = 0.2
     clip_ratio_high: float = 0.2
     clip_ratio_c: float = 3.0
+    loss_mode: str = "vanilla"
+    """The policy loss: vanilla (PPO's clipped surrogate with dual clip) or gspo (sequence-level ratios, algos.gspo_surrogate)."""
     loss_agg_mode: str = "token-mean"
     loss_scale_factor: float | None = None
     """The constant L of seq-mean-token-sum-norm (each sequence's token sum / L, averaged over sequences); None means

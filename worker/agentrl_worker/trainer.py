@@ -409,6 +409,9 @@ class Trainer:
         mode, length = config.loss_agg_mode, config.sum_norm_length()
         mask = batch["response_mask"][rows]
         norm = algos.agg_norm(mask, mode, length)
+        # GSPO's policy loss is a mean over sequences of each one's token mean, whatever loss_agg_mode says (as verl).
+        pg_mode = "seq-mean-token-mean" if config.loss_mode == "gspo" else mode
+        pg_norm = algos.agg_norm(mask, pg_mode, length)
         tokens = float(mask.sum().item())
         # verl computes the entropy with gradients only when it is part of the loss.
         with_entropy = config.entropy_coeff != 0
@@ -426,9 +429,9 @@ class Trainer:
             m = batch["response_mask"][micro, :width].float().to(self.device)
             pg, pg_metrics = algos.policy_loss(
                 log_probs, batch["old_log_probs"][micro, :width].to(self.device), advantages[micro].to(self.device), m,
-                config.clip_ratio_low, config.clip_ratio_high, config.clip_ratio_c, mode,
+                config.clip_ratio_low, config.clip_ratio_high, config.clip_ratio_c, pg_mode,
                 rollout_is_weights=is_weights[micro, :width].to(self.device) if is_weights is not None else None,
-                loss_scale_factor=length, global_norm=norm, global_tokens=tokens,
+                loss_scale_factor=length, global_norm=pg_norm, global_tokens=tokens, loss_mode=config.loss_mode,
             )
             loss = pg
             parts = {"actor/pg_loss": pg, **{f"actor/{k}": pg_metrics[k] for k in ("pg_clipfrac", "pg_clipfrac_lower", "ppo_kl")}}

@@ -460,3 +460,42 @@ def test_mask_mode_is_areals_decoupled_ppo_loss_and_its_gradient(seed):
     (reference_grad,) = torch.autograd.grad(reference, logprobs)
     torch.testing.assert_close(ours, reference, rtol=1e-6, atol=1e-7)
     torch.testing.assert_close(ours_grad, reference_grad, rtol=1e-6, atol=1e-7)
+
+
+def test_gspo_carries_each_sequences_ratio_to_its_tokens_with_their_own_gradients():
+    """GSPO (loss_mode gspo): the loss is the mean over sequences of -A_i * s_i, s_i = exp(mean of the sequence's
+    log-ratios), and each token's gradient is -A_i * s_i / (its sequence's tokens) / (sequences): the paper's GSPO-token
+    gradient. A sequence whose ratio is clipped gets none."""
+    torch.manual_seed(0)
+    old = torch.randn(3, 5, dtype=torch.float64) * 0.1 - 1
+    # Each sequence's tokens drift by their own noise around +0.05, +0.05 and -0.05: ratios above, above, below 1.
+    drift = torch.tensor([[0.05], [0.05], [-0.05]], dtype=torch.float64) + torch.randn(3, 5, dtype=torch.float64) * 0.005
+    log_prob = (old + drift).requires_grad_(True)
+    mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [0, 1, 1, 0, 0]], dtype=torch.float64)
+    advantages = torch.tensor([1.0, -0.5, 2.0], dtype=torch.float64)
+    tokens = mask.sum(-1)
+    ratio = torch.exp(((log_prob.detach() - old) * mask).sum(-1) / tokens)
+
+    loss, metrics = policy_loss(log_prob, old, advantages, mask, 0.5, 0.5, 3.0, "seq-mean-token-mean", loss_mode="gspo")
+    assert loss.item() == pytest.approx((-(advantages * ratio)).mean().item())
+    loss.backward()
+    torch.testing.assert_close(log_prob.grad, (-(advantages * ratio) / tokens / 3).unsqueeze(-1) * mask)
+    assert metrics["ratio_max"].item() == pytest.approx(ratio.max().item())
+    assert metrics["ratio_min"].item() == pytest.approx(ratio.min().item())
+    assert metrics["pg_clipfrac"].item() == 0 and metrics["pg_clipfrac_lower"].item() == 0
+
+    # A clip range every ratio leaves: a positive advantage above 1 + high, or a negative one below 1 - low, is cut off
+    # (the first sequence only).
+    log_prob.grad = None
+    clipped, metrics = policy_loss(log_prob, old, advantages, mask, 1e-6, 1e-6, 3.0, "seq-mean-token-mean", loss_mode="gspo")
+    clipped.backward()
+    cut = ((advantages > 0) & (ratio > 1)) | ((advantages < 0) & (ratio < 1))
+    assert cut.tolist() == [True, False, False]
+    for row in range(3):
+        assert torch.all(log_prob.grad[row] == 0) == bool(cut[row])
+    assert metrics["pg_clipfrac"].item() > 0
+
+
+def test_an_unknown_policy_loss_is_refused():
+    with pytest.raises(ValueError, match="unknown loss_mode 'gpg'"):
+        policy_loss(torch.zeros(1, 2), torch.zeros(1, 2), torch.zeros(1), torch.ones(1, 2), loss_mode="gpg")

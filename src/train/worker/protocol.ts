@@ -17,6 +17,8 @@ export const PROTOCOL_VERSION = 1;
 export const MASTER_DTYPES = ["float32", "bfloat16"] as const;
 export const LR_SCHEDULER_TYPES = ["constant", "cosine"] as const;
 export const LOSS_AGG_MODES = ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"] as const;
+/** The policy loss: PPO's clipped surrogate with dual clip, or GSPO's sequence-level ratios (worker algos.policy_loss). */
+export const POLICY_LOSS_MODES = ["vanilla", "gspo"] as const;
 export const KL_LOSS_TYPES = ["k1", "kl", "abs", "k2", "mse", "k3", "low_var_kl"] as const;
 export const ADV_ESTIMATORS = ["grpo", "rloo"] as const;
 /** What the rollout importance weight does above rollout_is_threshold: verl's TIS truncates, AReaL's decoupled PPO masks. */
@@ -65,6 +67,7 @@ export const initConfig = z.strictObject({
   clip_ratio_low: z.number().nonnegative().optional(),
   clip_ratio_high: z.number().nonnegative().optional(),
   clip_ratio_c: z.number().gt(1).optional(),
+  loss_mode: z.enum(POLICY_LOSS_MODES).optional(),
   loss_agg_mode: z.enum(LOSS_AGG_MODES).optional(),
   loss_scale_factor: z.number().positive().nullable().optional(),
   max_response_length: int().positive().nullable().optional(),
