@@ -27,6 +27,7 @@ const OTHER_PROGRAMS_FLAGS: Record<string, string[]> = {
     "--enable-lora",
     "--max-lora-rank",
     "--lora-target-modules",
+    "--reasoning-parser",
   ],
   "the embedded engine's own command line (python -m agentrl_worker.embedded_server)": [
     "--dtype",
