@@ -50,7 +50,9 @@ function sumThenAnswer(chat: ChatModel): RespondFn {
     const value = asked ? String(Number(asked[1]) + Number(asked[2])) : (/checked the answer (\S+) with/.exec(text)?.[1] ?? "0");
     // A grammar (SGLang's json_schema) is honoured the way the real engine would: the answer as the object it asks for.
     if (params.json_schema !== undefined) return encode(JSON.stringify({ answer: value }));
-    return encode(ids.includes(toolResponse) ? `#### ${value}` : toolCall(value));
+    // Asked to think, it thinks first.
+    const think = text.includes("Think first.") ? `<think>\nI add ${value}.\n</think>\n\n` : "";
+    return encode(think + (ids.includes(toolResponse) ? `#### ${value}` : toolCall(value)));
   };
 }
 
@@ -221,6 +223,28 @@ describe("chat-template variables: data.apply_chat_template_kwargs and a request
       expect(first.drift).toBe("reasoning_only");
       // The third request, thinking off: the record from there on is rendered with it.
       expect(model.decode(t.prompt_ids).endsWith(THINK_OFF)).toBe(true);
+    }
+  });
+});
+
+describe("a thinking model: the think block apart from the answer", () => {
+  let run: Awaited<ReturnType<typeof rollout>>;
+  beforeAll(async () => {
+    run = await rollout("thinking", await writeRows(f("thinking.parquet"), ["thinking"]), { thinking: jsAgent("thinkingAgent") });
+  });
+
+  it("reasoning_content holds it, content the answer; a history with or without it extends the record", () => {
+    expect(run.result.code, run.result.stderr).toBe(0);
+    expect(run.trajectories).toHaveLength(2);
+    for (const t of run.trajectories) {
+      const { first, second, streamed } = extra(t);
+      const reasoning = `I add ${answerOf(0)}.`;
+      expect(first).toEqual({ content: null, reasoning, calls: 1 });
+      expect(second).toEqual({ content: `#### ${answerOf(0)}`, reasoning, calls: 0 });
+      expect(streamed).toEqual({ content: `#### ${answerOf(0)}`, reasoning });
+      expect([t.status, t.assistant_turns, t.context_segments ?? []]).toEqual(["completed", 3, []]);
+      // The record keeps every think block as sampled.
+      expect(model.decode(t.response_ids).match(/<think>/g)).toHaveLength(3);
     }
   });
 });

@@ -8,6 +8,7 @@ import type http from "node:http";
 import { describe, expect, it } from "vitest";
 import { chatRequestOf, ignoredResponsesFields, parseResponsesRequest, responseOf, streamResponse } from "../src/gateway/responses-api.js";
 import { GatewayError } from "../src/gateway/openai-schema.js";
+import { messageKey, splitReasoning } from "../src/gateway/history.js";
 import type { Completion } from "../src/gateway/session.js";
 
 const chatOf = (body: Record<string, unknown>) => chatRequestOf(parseResponsesRequest(body));
@@ -122,6 +123,18 @@ describe("a turn as a response", () => {
       { type: "function_call", id: "fc_call_2_0", call_id: "call_2_0", name: "calc", arguments: '{"answer":"4"}', status: "completed" },
     ]);
     expect(response.usage).toEqual({ input_tokens: 10, input_tokens_details: { cached_tokens: 0 }, output_tokens: 5, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 15 });
+  });
+
+  it("a think block is a reasoning item before the message; its key is the answer's, with or without it", () => {
+    const response = responseOf(completion({ reasoning: "I add.", toolCalls: [] }), request, "policy", 7);
+    expect((response.output as Array<Record<string, unknown>>)[0]).toEqual({ type: "reasoning", id: "rs_3", summary: [], content: [{ type: "reasoning_text", text: "I add." }] });
+    expect(splitReasoning("<think>\nI add.\n</think>\n\n#### 4")).toEqual({ reasoning: "I add.", answer: "#### 4" });
+    expect(splitReasoning("I add.</think>#### 4")).toEqual({ reasoning: "I add.", answer: "#### 4" });
+    expect(splitReasoning("#### 4")).toEqual({ answer: "#### 4" });
+    const key = (content: string) => messageKey({ role: "assistant", content });
+    expect(key("<think>x</think>\n\n#### 4")).toBe(key("#### 4"));
+    expect(key("#### 4")).not.toBe(key("#### 5"));
+    expect(messageKey({ role: "user", content: "<think>x</think>hi" })).not.toBe(messageKey({ role: "user", content: "hi" }));
   });
 
   it("a turn cut by its length is incomplete (max_output_tokens); calls alone have no message item", () => {

@@ -23,7 +23,25 @@ export type HistoryPlan =
 export function messageKey(message: ChatMessage): string {
   const calls = (message.tool_calls ?? []).map((call) => [call.function.name, canonical(fromJsonText(call.function.arguments))]);
   const role = message.role === "developer" ? "system" : message.role;
-  return JSON.stringify([role, contentText(message.content), calls]);
+  // An assistant turn is the same turn whether the agent sends its reasoning back or not (the reply gave it apart).
+  const text = role === "assistant" ? splitReasoning(contentText(message.content)).answer : contentText(message.content);
+  return JSON.stringify([role, text, calls]);
+}
+
+const THINK_START = "<think>";
+const THINK_END = "</think>";
+
+/**
+ * A turn's text as reasoning parsers split it: what comes before the first `</think>` (without a leading `<think>`;
+ * templates that open the block in the generation prompt leave it out of the turn) and the answer after it. No
+ * `</think>`: no reasoning, the whole text is the answer.
+ */
+export function splitReasoning(text: string): { reasoning?: string; answer: string } {
+  const end = text.indexOf(THINK_END);
+  if (end < 0) return { answer: text };
+  const before = text.slice(0, end).trimStart();
+  const reasoning = (before.startsWith(THINK_START) ? before.slice(THINK_START.length) : before).trim();
+  return { reasoning, answer: text.slice(end + THINK_END.length).trimStart() };
 }
 
 /** The tools' key: the same list (in order) with the same schemas. */

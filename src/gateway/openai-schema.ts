@@ -133,7 +133,7 @@ export function parseChatCompletionRequest(body: Record<string, unknown>): Retur
 const QUIET_FIELDS = new Set([
   "model", "messages", "tools", "tool_choice", "stream", "stream_options", "max_tokens", "max_completion_tokens", "stop",
   "n", "temperature", "top_p", "logprobs", "response_format", "parallel_tool_calls", "user", "metadata", "store",
-  "seed", "service_tier", "top_logprobs", "chat_template_kwargs",
+  "seed", "service_tier", "top_logprobs", "chat_template_kwargs", "separate_reasoning",
 ]);
 
 /**

@@ -194,6 +194,9 @@ export function responseOf(completion: Completion, request: ResponsesRequest, mo
   const incomplete = completion.finishReason === "length";
   const turn = completion.id.slice(completion.id.lastIndexOf("-") + 1);
   const output: OutputItem[] = [];
+  if (completion.reasoning !== undefined) {
+    output.push({ type: "reasoning", id: `rs_${turn}`, summary: [], content: [{ type: "reasoning_text", text: completion.reasoning }] });
+  }
   if (completion.content) {
     output.push({ type: "message", id: `msg_${turn}`, status: "completed", role: "assistant", content: [{ type: "output_text", text: completion.content, annotations: [], logprobs: completion.logprobs ?? [] }] });
   }
@@ -249,6 +252,8 @@ export function streamResponse(res: http.ServerResponse, response: Record<string
       send("response.output_text.delta", { ...at, content_index: 0, delta: part.text, logprobs: part.logprobs });
       send("response.output_text.done", { ...at, content_index: 0, text: part.text, logprobs: part.logprobs });
       send("response.content_part.done", { ...at, content_index: 0, part });
+    } else if (item.type === "reasoning") {
+      send("response.output_item.added", { output_index: outputIndex, item });
     } else {
       send("response.output_item.added", { output_index: outputIndex, item: { ...item, arguments: "", status: "in_progress" } });
       send("response.function_call_arguments.delta", { ...at, delta: item.arguments });

@@ -191,6 +191,7 @@ function assistantMessage(completion: Completion): Record<string, unknown> {
   return {
     role: "assistant",
     content: completion.content,
+    ...(completion.reasoning !== undefined ? { reasoning_content: completion.reasoning } : {}),
     refusal: null,
     ...(completion.toolCalls.length > 0 ? { tool_calls: completion.toolCalls } : {}),
   };
@@ -207,6 +208,7 @@ function streamCompletion(res: http.ServerResponse, completion: Completion, mode
   const delta = (value: Record<string, unknown>, finishReason: string | null = null, logprobs: unknown = null) =>
     chunk([{ index: 0, delta: value, logprobs, finish_reason: finishReason }], includeUsage ? { usage: null } : {});
   delta({ role: "assistant", content: "" });
+  if (completion.reasoning !== undefined) delta({ reasoning_content: completion.reasoning });
   // The turn's log-probs ride on its text's chunk, or on the last one when it has no text.
   if (completion.content) delta({ content: completion.content }, null, logprobsOf(completion));
   completion.toolCalls.forEach((call, index) => delta({ tool_calls: [{ index, ...call }] }));

@@ -7,7 +7,7 @@
 import type { ChatMessage, Conversation, ToolCall, ToolSchema } from "../chat/index.js";
 import type { TrajectoryControl } from "../rollout/agent-loop.js";
 import type { ClosedSegment, Finish, ToolSegmentMeta, TrajectoryInFlight } from "../rollout/trajectory-state.js";
-import { messageKey, planHistory, toolsKey, type HistoryPlan } from "./history.js";
+import { messageKey, planHistory, splitReasoning, toolsKey, type HistoryPlan } from "./history.js";
 import { GatewayError, ignoredFields, refuseNonTextParts, responseFormatGrammar, toChatMessage, type ChatCompletionRequest } from "./openai-schema.js";
 
 /** The assistant turn a request produced, in OpenAI's terms. */
@@ -19,6 +19,8 @@ export interface Completion {
   usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
   /** Each sampled token's log-prob, when the request asked for them (`logprobs: true`). */
   logprobs?: TokenLogprob[];
+  /** The turn's think block, apart from `content` (reasoning_content). */
+  reasoning?: string;
 }
 
 /** OpenAI's log-prob entry: the token's text and bytes, its log-prob under the sampler; no alternatives. */
@@ -122,7 +124,11 @@ export class GatewaySession {
     const calls = this.parseCalls(request, tools, lengthCut);
     const message = this.run.conversation.lastMessage;
     this.recordKeys.push(messageKey(message));
-    const content = typeof message.content === "string" && message.content !== "" ? message.content : null;
+    const text = typeof message.content === "string" ? message.content : "";
+    // The think block goes apart (reasoning_content), as SGLang's and vLLM's reasoning parsers give it, unless the
+    // request says separate_reasoning: false (their request field).
+    const { reasoning, answer } = body.separate_reasoning === false ? { reasoning: undefined, answer: text } : splitReasoning(text);
+    const content = answer !== "" ? answer : null;
     const turn = this.run.conversation.assistantTurns - 1;
     // Unique within the conversation, which is all OpenAI's ids promise; the same across trajectories, so a tool
     // result's render (which holds its tool_call_id) can come from the template cache as the built-in loop's does.
@@ -130,6 +136,7 @@ export class GatewaySession {
     this.pendingCalls = toolCalls.map((call) => ({ id: call.id, name: call.function.name, arguments: call.function.arguments, turn, repliedAt: performance.now() }));
     return {
       ...(request.logprobs ? { logprobs: this.sampledLogprobs(promptTokens) } : {}),
+      ...(reasoning !== undefined ? { reasoning } : {}),
       id: `chatcmpl-${this.key.slice(0, 12)}-${++this.requests}`,
       content: toolCalls.length > 0 || content !== null ? content : "",
       toolCalls,
