@@ -122,11 +122,6 @@ export async function customChatTemplate(keys: { custom_chat_template: string | 
   return { source: await readTextFile(file, { hint: `${prefix}.custom_chat_template_file names a Jinja chat template file` }), file };
 }
 
-/** `{ chatTemplate }` when there is one, to spread into loader options. */
-export function withChatTemplate(chatTemplate: ChatTemplateSource | undefined): { chatTemplate?: ChatTemplateSource } {
-  return chatTemplate ? { chatTemplate } : {};
-}
-
 /** `chatTemplate` replaces the folder's own template (which then need not exist). */
 export async function readModelFiles(dir: string, chatTemplate?: ChatTemplateSource): Promise<ModelFiles> {
   const tokenizerFile = path.join(dir, "tokenizer.json");

@@ -1,6 +1,6 @@
 /** The chat layer: a model's tokenizer and template, and the token-in/token-out conversation record. */
 export { ChatModel, loadChatModel, type RenderOptions, type DecodeOptions } from "./model.js";
-export { customChatTemplate, withChatTemplate, type ChatTemplateSource } from "./files.js";
+export { customChatTemplate, type ChatTemplateSource } from "./files.js";
 export {
   Conversation,
   type ConversationExport,

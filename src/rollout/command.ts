@@ -3,7 +3,7 @@
  * opens the parts, the engine and the output file, runs the rollout with live progress on stderr, and reports a
  * closing summary (tables, or JSON with --json) on stdout. What it prints is in report.ts.
  */
-import { customChatTemplate, withChatTemplate } from "../chat/index.js";
+import { customChatTemplate } from "../chat/index.js";
 import { ExitError, UsageError } from "../errors.js";
 import { checkOutputPath } from "../data/output-path.js";
 import { checkTrajectoryOutput, openTrajectoryWriter, type OpenOptions, type TrajectoryWriter } from "../data/trajectory-store.js";
@@ -176,7 +176,7 @@ async function openRollout(config: RolloutConfig, flags: RolloutFlags, inputs: R
     rewardKwargs: reward.reward_kwargs,
     ...(reward.python ? { rewardPython: reward.python } : {}),
     templateKwargs: config.data.apply_chat_template_kwargs,
-    ...withChatTemplate(await customChatTemplate(config.actor_rollout_ref.model, "actor_rollout_ref.model")),
+    chatTemplate: await customChatTemplate(config.actor_rollout_ref.model, "actor_rollout_ref.model"),
   };
   const lengths = { maxPromptLength: config.data.max_prompt_length, maxResponseLength: config.data.max_response_length };
   const startEngine = (rollout: RolloutSection) =>

@@ -3,8 +3,8 @@
  * `agentrl rollout` validates the whole tree below; `agentrl train` embeds `actor_rollout_ref.rollout` unchanged.
  * Every key has a default and a description; docs/config.md is generated from the same descriptions.
  */
-import { applyChatTemplateKwargs, customChatTemplateKeys } from "../config/chat-template-keys.js";
 import { z } from "zod";
+import { applyChatTemplateKwargs, customChatTemplateKeys } from "../config/chat-template-keys.js";
 import { toolHostConfigSchema } from "../tools/python-host.js";
 import { PARSER_FORMATS } from "../parsers/index.js";
 import { TOOL_LIFETIMES } from "../tools/index.js";

@@ -2,7 +2,6 @@
  * Builds what a rollout needs from a validated config: the chat model, the SGLang client, the function-call parser,
  * tools, interactions and the reward function. Shared by `agentrl rollout` and `agentrl train`.
  */
-import type { OverlongBuffer } from "../rewards/index.js";
 import path from "node:path";
 import { ChatModel } from "../chat/index.js";
 import { readModelFiles, type ChatTemplateSource } from "../chat/files.js";
@@ -10,7 +9,7 @@ import { SglangClient, type ServerLoads } from "../engine/index.js";
 import { getParser, type FunctionCallParser } from "../parsers/index.js";
 import { loadToolRegistry, type ToolRegistry } from "../tools/index.js";
 import { loadInteractionRegistry, type InteractionRegistry } from "../interactions/index.js";
-import { DEFAULT_REWARD_NAME, loadRewardModule, type LoadedRewardFunction, type PythonRewardOptions } from "../rewards/index.js";
+import { DEFAULT_REWARD_NAME, loadRewardModule, type LoadedRewardFunction, type OverlongBuffer, type PythonRewardOptions } from "../rewards/index.js";
 import { UsageError } from "../errors.js";
 import { readTextFile } from "../data/text-file.js";
 import type { RolloutSection } from "./config.js";
@@ -155,7 +154,7 @@ export function trajectoryContext(
     interactions: parts.interactions,
     rewardFunction: parts.rewardFunction,
     rewardKwargs: parts.rewardKwargs,
-    ...(parts.overlongBuffer ? { overlongBuffer: parts.overlongBuffer } : {}),
+    overlongBuffer: parts.overlongBuffer,
     agentLoops: parts.agentLoops,
     rollout,
     maxPromptLength: lengths.maxPromptLength,

@@ -4,7 +4,7 @@
  * not the run.
  */
 import type { ConversationExport, DriftReport } from "../chat/index.js";
-import { computeReward, overlongReward } from "../rewards/index.js";
+import { computeReward, overlongReward, type OverlongBuffer } from "../rewards/index.js";
 import { TRAJECTORY_FORMAT_VERSION, type ContextSegment, type Trajectory, type TrajectorySegment } from "../data/trajectory.js";
 import { recordMessages } from "../data/trajectory-encoding.js";
 import { errorText, type ClosedSegment, type Finish, type TrajectoryInFlight, type TurnLog } from "./trajectory-state.js";
@@ -23,15 +23,14 @@ export async function finishTrajectory(run: TrajectoryInFlight, finish: Finish):
   const exported = conversation.export();
   // An agent that reported its own reward is scored by it; the reward function is not asked.
   const scored: Scored = run.agentReward ?? (await scoreResponse(run, ctx.model.decode(exported.responseIds, { skipSpecialTokens: true })));
-  const reward = ctx.overlongBuffer && scored.error === undefined ? withOverlongReward(scored, exported.responseIds.length, ctx) : scored;
+  const reward = ctx.overlongBuffer && scored.error === undefined ? withOverlongReward(scored, exported.responseIds.length, ctx.maxResponseLength, ctx.overlongBuffer) : scored;
   const outcome: Finish = reward.error === undefined ? finish : { status: "failed", reason: "reward_error", error: reward.error };
   return trajectoryRecord(run, exported, outcome, reward, drift);
 }
 
 /** DAPO's overlong shaping added to the reward (reward_model.overlong_buffer), and logged in reward_extra when asked. */
-function withOverlongReward(scored: Scored, responseLength: number, ctx: TrajectoryInFlight["ctx"]): Scored {
-  const buffer = ctx.overlongBuffer!;
-  const penalty = overlongReward(responseLength, ctx.maxResponseLength, buffer);
+function withOverlongReward(scored: Scored, responseLength: number, maxResponseLength: number, buffer: OverlongBuffer): Scored {
+  const penalty = overlongReward(responseLength, maxResponseLength, buffer);
   const extra = buffer.log ? { ...scored.extra, overlong_reward: penalty, overlong: penalty < 0 } : scored.extra;
   return { ...scored, score: scored.score + penalty, extra };
 }

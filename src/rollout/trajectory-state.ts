@@ -4,13 +4,12 @@
  * Each stage of run-trajectory.ts (assistant-turn.ts, environment-turn.ts, trajectory-record.ts) reads and updates
  * one TrajectoryInFlight.
  */
-import type { OverlongBuffer } from "../rewards/index.js";
 import type { ChatModel, Conversation } from "../chat/index.js";
 import type { SglangClient } from "../engine/index.js";
 import type { FunctionCallParser } from "../parsers/index.js";
 import type { ToolRegistry, ToolSession } from "../tools/index.js";
 import type { Interaction, InteractionRegistry } from "../interactions/index.js";
-import type { LoadedRewardFunction } from "../rewards/index.js";
+import type { LoadedRewardFunction, OverlongBuffer } from "../rewards/index.js";
 import type { ToolCallRecord, TrajectorySegment, TrajectoryStatus, VersionSpan } from "../data/trajectory.js";
 import type { RolloutSection } from "./config.js";
 import type { Sample } from "./sample.js";

@@ -3,7 +3,7 @@
  * the row, and a data set with nothing left to train on (or to validate on, when val_files are given) fails too.
  */
 import { InputError } from "../errors.js";
-import { customChatTemplate, loadChatModel, withChatTemplate } from "../chat/index.js";
+import { customChatTemplate, loadChatModel } from "../chat/index.js";
 import { asList } from "../train/config.js";
 import type { SftConfig } from "./config.js";
 import { loadExamples, type ExampleCounts, type LoadedExamples } from "./examples.js";
@@ -18,7 +18,7 @@ export interface SftInputs {
 export async function loadSftInputs(config: SftConfig): Promise<SftInputs> {
   const model = await loadChatModel(config.model.partial_pretrain, {
     templateKwargs: config.data.apply_chat_template_kwargs,
-    ...withChatTemplate(await customChatTemplate(config.model, "model")),
+    chatTemplate: await customChatTemplate(config.model, "model"),
   });
   const trainFiles = asList(config.data.train_files);
   const train = await loadExamples(model, trainFiles, config);

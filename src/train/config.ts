@@ -3,9 +3,9 @@
  * algorithm.*, trainer.*), so a verl user can read it at a glance. Strict: a misspelled key is an error naming the
  * nearest valid key, never a silent no-op. docs/config.md lists every key with its default.
  */
-import { overlongBufferSchema } from "../rewards/overlong.js";
-import { applyChatTemplateKwargs, customChatTemplateKeys } from "../config/chat-template-keys.js";
 import { z } from "zod";
+import { applyChatTemplateKwargs, customChatTemplateKeys } from "../config/chat-template-keys.js";
+import { overlongBufferSchema } from "../rewards/overlong.js";
 import { customRewardFunctionSchema, rolloutSchema } from "../rollout/config.js";
 import { ADV_ESTIMATORS, KL_LOSS_TYPES, LOSS_AGG_MODES, MASTER_DTYPES, POLICY_LOSS_MODES, ROLLOUT_IS_MODES } from "./worker/protocol.js";
 import { TRAINING_MODES } from "./schedule/modes.js";

@@ -4,7 +4,7 @@
  * unknown agent_name), a bad model folder, tool or interaction config, reward module or agent loop module fails here, naming the file, before the run folder is made and before the
  * engine and the worker spend seconds starting.
  */
-import { customChatTemplate, withChatTemplate } from "../chat/index.js";
+import { customChatTemplate } from "../chat/index.js";
 import { InputError } from "../errors.js";
 import { readPrompts, type Prompt } from "../rollout/sample.js";
 import { loadRolloutParts, type RolloutParts } from "../rollout/setup.js";
@@ -43,7 +43,7 @@ export async function loadTrainInputs(config: TrainConfig, configFile: string | 
     overlongBuffer: config.reward_model.overlong_buffer,
     rewardPython: config.custom_reward_function.python,
     templateKwargs: config.data.apply_chat_template_kwargs,
-    ...withChatTemplate(await customChatTemplate(config.actor_rollout_ref.model, "actor_rollout_ref.model")),
+    chatTemplate: await customChatTemplate(config.actor_rollout_ref.model, "actor_rollout_ref.model"),
   });
   return { trainPrompts, valPrompts, parts };
 }
