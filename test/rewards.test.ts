@@ -5,6 +5,7 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { InputError } from "../src/errors.js";
 import { computeReward, computeScore, extractSolution, loadRewardModule, scoreGsm8k, scoreVault } from "../src/rewards/index.js";
+import { lastCodePoints } from "../src/rewards/gsm8k.js";
 import { trajectoryAcc } from "../src/data/trajectory.js";
 import { trajectoryMetrics, validationMetrics } from "../src/train/step-metrics.js";
 import { validateConfig } from "../src/config/tree.js";
@@ -42,6 +43,21 @@ describe("extractSolution strict", () => {
     // 6 + 294 = 300 code points, but 600 UTF-16 units: slicing by units would lose the answer.
     expect(extractSolution("#### 7" + "😀".repeat(294), "strict")).toBe("7");
     expect(extractSolution("#### 7" + "😀".repeat(295), "strict")).toBeNull();
+  });
+
+  it("counts lone surrogates as one code point each, as Python's str does", () => {
+    // Strings of pairs, lone high and low surrogates and ASCII, cut at every length: the same as splitting into code
+    // points (Array.from) and keeping the last n.
+    const units = ["a", "😀", "\ud800", "\udc00", "\udc00\ud800", "#"];
+    let seed = 7;
+    const next = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31);
+    for (let trial = 0; trial < 200; trial++) {
+      const s = Array.from({ length: next() % 40 }, () => units[next() % units.length]).join("");
+      for (const n of [0, 1, 2, 5, 17, 300]) {
+        const points = Array.from(s);
+        expect(lastCodePoints(s, n)).toBe(points.length > n ? points.slice(points.length - n).join("") : s);
+      }
+    }
   });
 });
 

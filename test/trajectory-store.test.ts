@@ -155,10 +155,12 @@ describe("trajectory parquet", () => {
     const w = await openTrajectoryWriter(file, { rowGroupSize: 2 });
     for (let i = 0; i < 5; i++) await w.write(makeTrajectory(i));
     await w.close();
-    const info = pythonJson<{ rows: number; groups: number; types: Record<string, string> }>(
+    const info = pythonJson<{ rows: number; groups: number; types: Record<string, string>; chunkStats: boolean[] }>(
       `import json, sys, pyarrow.parquet as pq
-f = pq.ParquetFile(sys.argv[1]); s = f.schema_arrow
-print(json.dumps({"rows": f.metadata.num_rows, "groups": f.metadata.num_row_groups, "types": {n: str(s.field(n).type) for n in ("response_ids", "response_mask", "response_logprobs")}}))`,
+f = pq.ParquetFile(sys.argv[1]); s = f.schema_arrow; m = f.metadata
+chunks = [m.row_group(g).column(c) for g in range(m.num_row_groups) for c in range(m.num_columns)]
+print(json.dumps({"rows": m.num_rows, "groups": m.num_row_groups, "types": {n: str(s.field(n).type) for n in ("response_ids", "response_mask", "response_logprobs")},
+  "chunkStats": sorted({c.is_stats_set for c in chunks})}))`,
       [file],
     );
     expect(info.rows).toBe(5);
@@ -168,6 +170,24 @@ print(json.dumps({"rows": f.metadata.num_rows, "groups": f.metadata.num_row_grou
       response_mask: "list<element: int8 not null>",
       response_logprobs: "list<element: float not null>",
     });
+    // Every row group keeps its min/max: readers prune on them.
+    expect(info.chunkStats).toEqual([true]);
+  });
+
+  it("writes parts without page statistics (the merge drops the page index; computing it cost a third of a part)", async () => {
+    const file = path.join(tmp(), "t.parquet");
+    const w = await openTrajectoryWriter(file, { rowGroupSize: 2 });
+    for (let i = 0; i < 3; i++) await w.write(makeTrajectory(i));
+    const part = path.join(`${file}.parts`, "part-000001.parquet");
+    const chunks = pythonJson<{ stats: boolean; columnIndex: boolean }[]>(
+      `import json, sys, pyarrow.parquet as pq
+m = pq.ParquetFile(sys.argv[1]).metadata
+print(json.dumps([{"stats": c.is_stats_set, "columnIndex": c.has_column_index} for g in range(m.num_row_groups) for c in (m.row_group(g).column(i) for i in range(m.num_columns))]))`,
+      [part],
+    );
+    await w.close();
+    expect(chunks.length).toBeGreaterThan(0);
+    expect(new Set(chunks.map((c) => `stats ${c.stats}, page index ${c.columnIndex}`))).toEqual(new Set(["stats true, page index false"]));
   });
 });
 

@@ -257,10 +257,15 @@ const list = (name: string, element: ConstructorParameters<typeof Field>[1], nul
   f(name, new List(new Field("element", element, false)), nullable);
 
 /**
- * How trajectory parquet is written (parts, the finished file, rewrites): zstd, no dictionaries (parquet.ts's
- * `dictionary` says why), row groups of `rowGroupSize` trajectories.
+ * How trajectory parquet is written (parts, the finished file, rewrites): zstd, no dictionaries and no page
+ * statistics (parquet.ts's `dictionary` and `chunkStatisticsOnly` say why), row groups of `rowGroupSize` trajectories.
  */
-export const TRAJECTORY_PARQUET = (rowGroupSize: number): WriteOptions => ({ compression: "zstd", rowGroupSize, dictionary: false });
+export const TRAJECTORY_PARQUET = (rowGroupSize: number): WriteOptions => ({
+  compression: "zstd",
+  rowGroupSize,
+  dictionary: false,
+  chunkStatisticsOnly: true,
+});
 
 /**
  * A chat message in parquet (trajectory-encoding.ts): OpenAI's fields as columns, tool-call arguments as JSON text

@@ -15,10 +15,22 @@ const FLEXIBLE_INVALID = new Set(["", "."]);
 
 /** The last `n` characters counted in code points, as Python's `s[-n:]` does on a str. */
 export function lastCodePoints(s: string, n: number): string {
-  // Fast path: a string of n UTF-16 units or fewer has at most n code points.
+  // A string of n UTF-16 units or fewer has at most n code points.
   if (s.length <= n) return s;
-  const points = Array.from(s);
-  return points.length > n ? points.slice(points.length - n).join("") : s;
+  // Counted back from the end: splitting the whole response into code points cost more than scoring it.
+  let start = s.length;
+  for (let count = 0; count < n && start > 0; count++) {
+    start -= isSurrogatePairEnd(s, start) ? 2 : 1;
+  }
+  return s.slice(start);
+}
+
+/** True when the two UTF-16 units before `end` are a high and a low surrogate: one code point, as Python counts it. */
+function isSurrogatePairEnd(s: string, end: number): boolean {
+  if (end < 2) return false;
+  const low = s.charCodeAt(end - 1);
+  const high = s.charCodeAt(end - 2);
+  return low >= 0xdc00 && low <= 0xdfff && high >= 0xd800 && high <= 0xdbff;
 }
 
 /**
