@@ -363,3 +363,61 @@ describe("the run-time checks", () => {
     expect(renderer.compiled).toBe(true);
   });
 });
+
+describe("random conversations", () => {
+  /** A small seeded generator (mulberry32), so a failure reproduces. */
+  function rng(seed: number): () => number {
+    return () => {
+      seed = (seed + 0x6d2b79f5) | 0;
+      let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    };
+  }
+  const PIECES = ["", " ", "\n", "\n\n", "  x  ", "<think>", "</think>", "<think>\nr\n</think>\n\n", "<tool_response>", "</tool_response>", "é", "😀", '"q"', "\\", "\t", "#### 18", "{}", "</think>\n"];
+  it("render as the library does on every template", () => {
+    const random = rng(20240611);
+    const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)]!;
+    const text = () => Array.from({ length: Math.floor(random() * 5) }, () => pick(PIECES)).join("");
+    const value = (depth: number): unknown => {
+      const r = random();
+      if (r < 0.15) return Math.floor(random() * 100) - 50;
+      if (r < 0.3) return Math.round(random() * 1000) / 8;
+      if (r < 0.4) return random() < 0.5;
+      if (r < 0.45) return null;
+      if (r < 0.7 || depth > 2) return text();
+      if (r < 0.85) return Array.from({ length: Math.floor(random() * 3) }, () => value(depth + 1));
+      return Object.fromEntries(Array.from({ length: Math.floor(random() * 3) }, () => [pick(["a", "b", "é", "0", "arguments", "items"]), value(depth + 1)]));
+    };
+    let rendered = 0;
+    for (let i = 0; i < 300; i++) {
+      const messages: ChatMessage[] = [];
+      const n = 1 + Math.floor(random() * 6);
+      for (let j = 0; j < n; j++) {
+        const role = pick(["system", "user", "assistant", "assistant", "tool"] as const);
+        const message: Record<string, unknown> = { role, content: random() < 0.08 ? value(1) : text() };
+        if (role === "assistant" && random() < 0.4) {
+          message.tool_calls = Array.from({ length: 1 + Math.floor(random() * 2) }, () => ({
+            type: "function",
+            function: { name: pick(["calc", "lookup"]), arguments: random() < 0.2 ? JSON.stringify(value(1)) : (value(2) as Record<string, unknown>) },
+          }));
+          if (typeof (message.tool_calls as { function: { arguments: unknown } }[])[0]!.function.arguments !== "string" && random() < 0.5) {
+            for (const call of message.tool_calls as { function: { arguments: unknown } }[]) call.function.arguments = { answer: value(2) };
+          }
+        }
+        if (role === "assistant" && random() < 0.3) message.reasoning_content = random() < 0.2 ? null : text();
+        messages.push(message as unknown as ChatMessage);
+      }
+      const context: Record<string, unknown> = {
+        messages: normalizeForTemplate(messages.map((m) => (m.tool_calls && m.tool_calls.some((c) => typeof c.function.arguments !== "string" && (typeof c.function.arguments !== "object" || c.function.arguments === null || Array.isArray(c.function.arguments))) ? { ...m, tool_calls: undefined } : m))),
+        add_generation_prompt: random() < 0.5,
+        bos_token: "<s>",
+      };
+      if (random() < 0.5) context.tools = [{ type: "function", function: { name: "x", description: text(), parameters: value(0) } }, ...tools];
+      if (random() < 0.5) context.enable_thinking = random() < 0.5;
+      for (const source of Object.values(TEMPLATES)) if ("text" in expectSame(source, context)) rendered++;
+    }
+    // Most render (the rest throw in both, e.g. a number content on a template that concatenates it to a string).
+    expect(rendered).toBeGreaterThan(600);
+  });
+});
