@@ -625,12 +625,32 @@ class Compiler {
           const l = left(S);
           return truthy(l) ? l : right(S);
         };
+      // Fast paths for the common string cases, which the general case would give the same result.
       case "==":
-        return (S) => looseEqual(left(S), right(S));
+        return (S) => {
+          const l = left(S);
+          const r = right(S);
+          return typeof l === "string" && typeof r === "string" ? l === r : looseEqual(l, r);
+        };
       case "!=":
-        return (S) => !looseEqual(left(S), right(S));
-      case "~":
+        return (S) => {
+          const l = left(S);
+          const r = right(S);
+          return typeof l === "string" && typeof r === "string" ? l !== r : !looseEqual(l, r);
+        };
       case "+":
+      case "~":
+        return (S) => {
+          const l = left(S);
+          const r = right(S);
+          return typeof l === "string" && typeof r === "string" ? l + r : binaryOp(op, l, r);
+        };
+      case "in":
+        return (S) => {
+          const l = left(S);
+          const r = right(S);
+          return typeof l === "string" && typeof r === "string" ? r.includes(l) : binaryOp(op, l, r);
+        };
       case "-":
       case "*":
       case "/":
@@ -641,7 +661,6 @@ class Compiler {
       case ">":
       case "<=":
       case ">=":
-      case "in":
       case "not in":
         return (S) => binaryOp(op, left(S), right(S));
       default:
@@ -665,7 +684,7 @@ class Compiler {
         return (S) => {
           const v = operand(S);
           const [, kw] = args(S);
-          return toJSON(v, jsonOptions(kw), 0, true);
+          return toJSON(v, kw.size === 0 ? null : jsonOptions(kw), 0, true);
         };
       case "join":
         return (S) => {

@@ -290,8 +290,35 @@ function makeAsciiSafe(str: string): string {
   return str.replace(NON_ASCII_CHARS, (char) => "\\u" + char.charCodeAt(0).toString(16).padStart(4, "0"));
 }
 
+/**
+ * toJSON without options: `, ` and `: ` separators, no indent (the `tojson` filter as chat templates use it on every
+ * tool schema and tool call; the general function below builds arrays of parts for each level).
+ */
+function toJSONPlain(input: unknown, convertUndefinedToNull: boolean): string {
+  if (typeof input === "string") return JSON.stringify(input);
+  if (input === null) return "null";
+  if (input === undefined) return convertUndefinedToNull ? "null" : "undefined";
+  if (typeof input === "number" || typeof input === "boolean") return JSON.stringify(input);
+  if (input instanceof JFloat) return JSON.stringify(input.v);
+  if (typeof input !== "object") throw new Error(`Cannot convert to JSON: ${typeof input}`);
+  if (Array.isArray(input)) {
+    let out = "[";
+    for (let i = 0; i < input.length; i++) out += (i > 0 ? ", " : "") + toJSONPlain(input[i], convertUndefinedToNull);
+    return out + "]";
+  }
+  const object = input instanceof Namespace ? input.v : (input as Record<string, unknown>);
+  let out = "{";
+  let first = true;
+  for (const key of Object.keys(object)) {
+    out += (first ? "" : ", ") + JSON.stringify(key) + ": " + toJSONPlain(object[key], convertUndefinedToNull);
+    first = false;
+  }
+  return out + "}";
+}
+
 /** runtime.ts `toJSON` (the `tojson` filter, and how arrays and objects print). */
 export function toJSON(input: unknown, options: JsonOptions | null, depth: number, convertUndefinedToNull: boolean): string {
+  if (options === null) return toJSONPlain(input, convertUndefinedToNull);
   const indent = options?.indent ?? null;
   const ensureAscii = options?.ensureAscii ?? false;
   const separators = options?.separators ?? null;
