@@ -8,7 +8,7 @@
  */
 import type { Tokenizer } from "@huggingface/tokenizers";
 import { buildTokenizer, vocabSizeOf } from "./bpe-tables.js";
-import { Template } from "./jinja.js";
+import { compileTemplate, type TemplateRenderer } from "./jinja-compile.js";
 import { InputError } from "../errors.js";
 import { readModelFiles, tokenText, type ChatTemplateSource, type ModelFiles } from "./files.js";
 import { MemoMap } from "../memo-map.js";
@@ -83,7 +83,8 @@ export class ChatModel {
   private readonly toolsKeysByJson = new Map<string, string>();
   /** Finds added tokens in text, when splitting there is exact for this tokenizer (segmented-encode.ts). */
   private readonly addedTokenSplitter: RegExp | undefined;
-  private readonly template: Template;
+  /** Compiled to closures where the template allows (jinja-compile.ts), checked against @huggingface/jinja. */
+  private readonly template: TemplateRenderer;
   private readonly addedIds: ReadonlySet<number>;
   private readonly controlIds: ReadonlySet<number>;
   private readonly specialTokenVars: Record<string, string>;
@@ -114,7 +115,11 @@ export class ChatModel {
       });
     }
     try {
-      this.template = new Template(files.chatTemplate);
+      this.template = compileTemplate(files.chatTemplate, {
+        // The render itself is the library's from then on, so only speed is lost; say it once, for a bug report.
+        onMismatch: (message) =>
+          process.stderr.write(`warning: ${files.chatTemplateFile}: the compiled chat template renders with @huggingface/jinja from now on: ${message}\n`),
+      });
     } catch (err) {
       throw new InputError(`${files.chatTemplateFile}: chat_template does not parse (${(err as Error).message})`, {
         cause: err,
