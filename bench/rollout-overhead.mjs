@@ -207,8 +207,9 @@ async function measureThreads(url) {
 /**
  * Distinct conversations, as users run them: n = 1 over 1,024 GSM8K test questions (every prompt differs), each
  * trajectory's turns and tool answer new text (distinctTurns), at concurrency 256 (rollout.max_concurrency's default),
- * strict drift check, parquet, reward. Three runs, each between two bare-loop runs; the median run's CPU per turn,
- * and the marginal CPU per turn (agentrl's minus the bare loop's per request).
+ * strict drift check, parquet, reward. Three runs, each between two bare-loop runs (replaying `bodies`, the cell's own
+ * recorded requests); the median run's CPU per turn, and the marginal CPU per turn (agentrl's minus the bare loop's
+ * per request).
  */
 async function distinctCell(url, bodies) {
   const concurrency = 256;
@@ -247,6 +248,17 @@ try {
     },
   });
   for (let i = 0; i < 3; i++) await agentrlRun(fake.url, 64, 1024);
+  // The distinct cell's bare loop replays that cell's own bodies: with their sampling seeds the fake answers them with
+  // the same GSM8K-length turns, so the floor parses answers as long as the ones agentrl parses (the scripted story's
+  // answers are a fifth as long, and flattered the floor).
+  const distinctBodies = [];
+  await agentrlRun(fake.url, 256, 1024, {
+    distinct: true,
+    n: 1,
+    onRequest: (req) => {
+      if (distinctBodies.length < 2048) distinctBodies.push(generateBody(req.inputIds, req.samplingParams, "x"));
+    },
+  });
   await bareRun(fake.url, 16, 2048, bodies);
   if (distinctOnly) cells.length = 0;
   for (const { concurrency, trajectories } of cells) {
@@ -268,7 +280,7 @@ try {
       `rollout-overhead: c=${concurrency} agentrl ${agentrl.rate.toFixed(0)} turns/s, bare ${bare.rate.toFixed(0)} req/s\n`,
     );
   }
-  distinctAnswers = await distinctCell(fake.url, bodies);
+  distinctAnswers = await distinctCell(fake.url, distinctBodies);
   if (distinctOnly) {
     const { concurrency, trajectories } = distinctAnswers;
     const run = () => agentrlRun(fake.url, concurrency, trajectories, { distinct: true, n: 1 });
@@ -304,7 +316,8 @@ const distinctText = () =>
     `**${(distinctAnswers.cpuPerTurnUs / 1000).toFixed(3)} ms CPU/turn** (median of 3 runs; ` +
     `${(distinctAnswers.range[0] / 1000).toFixed(3)}–${(distinctAnswers.range[1] / 1000).toFixed(3)}), ` +
     `**marginal ${(distinctAnswers.marginalUs / 1000).toFixed(3)} ms** over the bare loop's ` +
-    `${(distinctAnswers.bareCpuPerReqUs / 1000).toFixed(3)} ms per request; ${distinctAnswers.responses} distinct ` +
+    `${(distinctAnswers.bareCpuPerReqUs / 1000).toFixed(3)} ms per request (the cell's own request bodies, replayed, ` +
+    `so the fake answers it the same turns); ${distinctAnswers.responses} distinct ` +
     `responses of ${distinctAnswers.trajectories} (drift: ` +
     `${Object.entries(distinctAnswers.driftStatuses).map(([k, v]) => `${k} ${v}`).join(", ")}).`;
 
