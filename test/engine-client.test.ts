@@ -83,6 +83,23 @@ describe("SglangClient.generate: request and result", () => {
     expect(result.e2eLatency).toEqual(expect.any(Number));
   });
 
+  it("asks for top_logprobs_num only when the request has topLogprobs, and maps the alternatives per output token", async () => {
+    const server = await fake({ script: [{ suffix: [3], output: [40, 41, 151645] }] });
+    const c = client({ servers: [server.url] });
+    const result = await c.generate({ ...turn([1, 2, 3], 16), topLogprobs: 2 });
+    expect(generateBodies(server)[0]!.top_logprobs_num).toBe(2);
+    // The fake's alternatives: the sampled token, then the id 7 past it, half a nat less likely.
+    expect(result.topLogprobs).toEqual(
+      [40, 41, 151645].map((id, i) => [
+        { id, logprob: fakeLogprob(id, i) },
+        { id: (id + 7) % 151936, logprob: fakeLogprob(id, i) - 0.5 },
+      ]),
+    );
+    const plain = await c.generate(turn([1, 2, 3], 16));
+    expect(generateBodies(server)[1]).not.toHaveProperty("top_logprobs_num");
+    expect(plain).not.toHaveProperty("topLogprobs");
+  });
+
   it("reports length and SGLang's own abort as finish reasons, not errors", async () => {
     const server = await fake({ script: [{ callIndex: 0, output: [5, 6, 7, 8] }], faults: { queue: [null, { type: "abort" }] } });
     const c = client({ servers: [server.url] });
@@ -277,6 +294,17 @@ describe("response validation", () => {
     expect(generateResponseSchema.safeParse(wire({ output_token_logprobs: [[-0.1, 5.5, null], [-0.2, 6, null]] })).success).toBe(false);
     expect(generateResponseSchema.safeParse({ ...wire(), output_ids: [5, "6"] }).success).toBe(false);
     expect(generateResponseSchema.safeParse(wire({ finish_reason: { type: "tool_calls" } })).success).toBe(false);
+  });
+
+  it("refuses top log-probs that do not line up with output_ids, when they were asked for", () => {
+    const top = (entries: unknown) => generateResponseSchema.parse(wire({ output_top_logprobs: entries }));
+    const asked = { server: "s", attempts: 1, topLogprobs: true };
+    expect(toGenerateResult(top([[[-0.1, 5, null]], null]), asked).topLogprobs).toEqual([[{ logprob: -0.1, id: 5 }], []]);
+    expect(() => toGenerateResult(top([[[-0.1, 5, null]]]), asked)).toThrow(/1 entries for 2 output tokens/);
+    expect(() => toGenerateResult(top([[[-0.1, 5.5, null]], []]), asked)).toThrow(/output_top_logprobs\[0\]\[0\]/);
+    expect(() => toGenerateResult(generateResponseSchema.parse(wire()), asked)).toThrow(/no entries/);
+    // Not asked for: whatever the server sent is not read.
+    expect(toGenerateResult(top("garbage"), { server: "s", attempts: 1 })).not.toHaveProperty("topLogprobs");
   });
 
   it("refuses logprobs that do not line up with output_ids", () => {

@@ -34,7 +34,7 @@ async function rollout() {
   const config = f("config.yaml");
   writeFileSync(config, [
     "actor_rollout_ref:", "  rollout:", "    temperature: 0", "    max_concurrency: 1", "    agent:",
-    `      agent_loops: {oa: {kind: openai, command: [node, "${AGENT}"]}, oar: {kind: openai, command: [node, "${RESPONSES_AGENT}"]}, ` +
+    `      agent_loops: {oa: {kind: openai, command: [node, "${AGENT}"]}, oar: {kind: openai, command: [node, "${RESPONSES_AGENT}", --top-logprobs]}, ` +
       `oas: {kind: openai, command: [node, "${AGENTS_SDK_AGENT}"]}}`, "",
   ].join("\n"));
   const out = f("t.jsonl");
@@ -94,6 +94,22 @@ describe("an openai agent on the embedded engine", () => {
     expect(run.responses.map((t) => [t.agent_loop, t.assistant_turns])).toEqual([["oar", 1], ["oar", 1]]);
     expect(run.responses.map(tokens)).toEqual(run.builtin.map(tokens));
     expect(run.responses.map((t) => [t.status, t.finish_reason, t.drift])).toEqual(run.builtin.map((t) => [t.status, t.finish_reason, t.drift]));
+  });
+
+  it("gives the engine's two most likely tokens a position when the agent asks for top_logprobs", () => {
+    for (const t of run.responses) {
+      const entries = (t.reward_extra as { logprobs: Array<{ token: string; logprob: number; top_logprobs: Array<{ token: string; logprob: number }> }> }).logprobs;
+      // Every sampled token of the text (the turn's end-of-turn token is no part of it), with the record's log-prob.
+      expect(entries.length).toBeGreaterThan(0);
+      expect(entries.map((e) => e.logprob)).toEqual(t.response_logprobs.slice(0, entries.length));
+      for (const e of entries) {
+        expect(e.top_logprobs).toHaveLength(2);
+        // Greedy: the sampled token is the most likely one, with the same log-prob; the next is no more likely.
+        expect(e.top_logprobs[0]!.token).toBe(e.token);
+        expect(e.top_logprobs[0]!.logprob).toBeCloseTo(e.logprob, 5);
+        expect(e.top_logprobs[1]!.logprob).toBeLessThanOrEqual(e.top_logprobs[0]!.logprob);
+      }
+    }
   });
 
   it("records the same for an agent on the OpenAI Agents SDK's Runner", () => {

@@ -147,7 +147,7 @@ describe("structured output: response_format and text.format", () => {
   });
 });
 
-describe("log-probs: logprobs true, streamed, and the Responses API's include", () => {
+describe("log-probs: logprobs true, top_logprobs, streamed, and the Responses API's include", () => {
   let run: Awaited<ReturnType<typeof rollout>>;
   beforeAll(async () => {
     run = await rollout("logprobs", await writeRows(f("logprobs.parquet"), ["chat", "responses"]), { chat: jsAgent("withLogprobs"), responses: jsAgent("responsesLogprobs") });
@@ -157,13 +157,23 @@ describe("log-probs: logprobs true, streamed, and the Responses API's include", 
     const segment = segments.filter((s) => s.kind === "assistant")[n]!;
     return { logprobs: t.response_logprobs!.slice(segment.start, segment.end - 1), ids: t.response_ids.slice(segment.start, segment.end - 1) };
   };
-  type Entry = { token: string; logprob: number; bytes: number[]; top_logprobs: unknown[] };
-  const check = (tokens: Entry[], expected: { logprobs: number[]; ids: number[] }, text: string) => {
+  type Alternative = { token: string; logprob: number; bytes: number[] };
+  type Entry = Alternative & { top_logprobs: Alternative[] };
+  /**
+   * `top` alternatives a token, as the fake SGLang server makes them (test/fake-sglang's topAlternatives): the sampled
+   * token, then the ids 7 and 14 past it, each half a nat less likely, as OpenAI writes them (text and bytes).
+   */
+  const alternatives = (id: number, logprob: number, top: number): Alternative[] =>
+    Array.from({ length: top }, (_, j) => {
+      const alt = (id + 7 * j) % 151_936; // the fake's default vocabulary
+      return { token: model.decode([alt]), logprob: logprob - 0.5 * j, bytes: model.tokenBytes(alt) };
+    });
+  const check = (tokens: Entry[], expected: { logprobs: number[]; ids: number[] }, text: string, top = 0) => {
     expect(tokens.map((e) => e.logprob)).toEqual(expected.logprobs);
     expect(tokens.map((e) => e.token).join("")).toBe(text);
     expect(Buffer.from(tokens.flatMap((e) => e.bytes)).toString("utf8")).toBe(text);
     expect(tokens.map((e) => e.token)).toEqual(expected.ids.map((id) => model.decode([id])));
-    for (const e of tokens) expect(e.top_logprobs).toEqual([]);
+    expect(tokens.map((e) => e.top_logprobs)).toEqual(expected.ids.map((id, i) => alternatives(id, expected.logprobs[i]!, top)));
   };
 
   it("each sampled token's text, bytes and log-prob, as the record holds them, the end-of-turn token left out", () => {
@@ -174,18 +184,18 @@ describe("log-probs: logprobs true, streamed, and the Responses API's include", 
       const { first, streamed } = extra(t);
       expect(first.tokens).toHaveLength(first.completion_tokens - 1);
       check(first.tokens, sampled(t, 0), toolCall(answerOf(0)));
-      check(streamed.tokens, sampled(t, 1), streamed.content);
+      check(streamed.tokens, sampled(t, 1), streamed.content, 3);
       expect(streamed.content).toBe(`#### ${answerOf(0)}`);
     }
   });
 
-  it("on the Responses API with include message.output_text.logprobs", () => {
+  it("on the Responses API with include message.output_text.logprobs and top_logprobs", () => {
     const responses = run.trajectories.filter((t) => t.data_index === 1);
     expect(responses).toHaveLength(2);
     for (const t of responses) {
       const { text, tokens, completion_tokens } = extra(t);
       expect(tokens).toHaveLength(completion_tokens - 1);
-      check(tokens, sampled(t, 0), text);
+      check(tokens, sampled(t, 0), text, 2);
     }
   });
 });
@@ -422,8 +432,9 @@ describe("one run with crashing, silent, summarising and probing agents beside o
         ({ status, body: { error: { message: expect.any(String), type, param, code } } });
       expect(probes.too_long).toEqual(error(400, "context_length_exceeded", "messages"));
       expect(probes.n2).toEqual(error(400, "unsupported_parameter", "n"));
-      expect(probes.top_logprobs).toEqual(error(400, "unsupported_parameter", "top_logprobs"));
-      expect(probes.responses_top_logprobs).toEqual(error(400, "unsupported_parameter", "top_logprobs"));
+      expect(probes.top_logprobs_alone).toEqual(error(400, "invalid_request", "top_logprobs"));
+      expect(probes.top_logprobs_21).toEqual(error(400, "invalid_request", "top_logprobs"));
+      expect(probes.responses_top_logprobs).toEqual(error(400, "invalid_request", "top_logprobs"));
       // The row's system prompt, then the user message whose second part is an image.
       expect(probes.image_part).toEqual(error(400, "unsupported_parameter", "messages.1.content.1.type"));
       expect(probes.format_unknown).toEqual(error(400, "unsupported_parameter", "response_format"));

@@ -273,7 +273,7 @@ export class SglangClient {
           url: `${server}/generate`,
           method: "POST",
           headers: this.headers(true),
-          body: generateBody(req.inputIds, req.samplingParams, rid, req.priority, this.loraAdapter),
+          body: generateBody(req.inputIds, req.samplingParams, rid, req.priority, this.loraAdapter, req.topLogprobs),
           timeoutMs: this.options.requestTimeoutMs,
           ...(req.signal ? { signal: req.signal } : {}),
         });
@@ -281,7 +281,7 @@ export class SglangClient {
         this.busy.end();
         this.pool.release(server);
       }
-      const verdict = this.judge(outcome, server, rid, attempt + 1);
+      const verdict = this.judge(outcome, server, rid, attempt + 1, Boolean(req.topLogprobs));
       slot.release(loadSignalOf(verdict));
       if (verdict.action === "done") {
         this.counters.successes++;
@@ -325,7 +325,7 @@ export class SglangClient {
   }
 
   /** Maps one attempt's outcome to what the retry loop does next. */
-  private judge(outcome: AttemptOutcome, server: string, rid: string, attempts: number): Verdict {
+  private judge(outcome: AttemptOutcome, server: string, rid: string, attempts: number, topLogprobs = false): Verdict {
     if (outcome.kind === "cancelled") return { action: "cancelled" };
     if (outcome.kind === "failed") {
       const message = `${outcome.failure} on ${server}/generate: ${outcome.error.message}`;
@@ -346,7 +346,7 @@ export class SglangClient {
       };
     }
     const { status, bodyText, headers } = outcome;
-    if (status >= 200 && status < 300) return this.parseGenerate(bodyText, server, attempts);
+    if (status >= 200 && status < 300) return this.parseGenerate(bodyText, server, attempts, topLogprobs);
     const serverMessage = errorMessageOf(bodyText);
     const message = `${server}/generate answered HTTP ${status}: ${serverMessage}`;
     const kind: FailureKind = status === 429 ? "http_429" : status >= 500 || status === 408 ? "http_5xx" : "http_4xx";
@@ -358,7 +358,7 @@ export class SglangClient {
     return delayMs === undefined ? { action: "retry", kind, error } : { action: "retry", kind, error, delayMs };
   }
 
-  private parseGenerate(bodyText: string, server: string, attempts: number): Verdict {
+  private parseGenerate(bodyText: string, server: string, attempts: number, topLogprobs: boolean): Verdict {
     const protocolError = (why: string, cause?: unknown) =>
       new EngineServerError(
         `${server}/generate sent a response that breaks the protocol: ${why}`,
@@ -384,7 +384,7 @@ export class SglangClient {
     }
     try {
       this.pool.markHealthy(server);
-      return { action: "done", result: toGenerateResult(parsed.data, { server, attempts }) };
+      return { action: "done", result: toGenerateResult(parsed.data, { server, attempts, topLogprobs }) };
     } catch (err) {
       return fail((err as Error).message, err);
     }

@@ -14,5 +14,6 @@ export type {
   ModelInfo,
   SamplingParams,
   ServerHealth,
+  TopLogprob,
   UpdateWeightsResult,
 } from "./types.js";

@@ -42,6 +42,17 @@ export interface GenerateRequest {
    * first; without, it ignores the field. Omitted when undefined.
    */
   priority?: number;
+  /**
+   * SGLang's `top_logprobs_num`: the engine also reports, at every sampled position, the `topLogprobs` most likely
+   * tokens with their log-probs (GenerateResult.topLogprobs). Omitted when undefined or 0.
+   */
+  topLogprobs?: number;
+}
+
+/** One of the most likely tokens at a sampled position (`meta_info.output_top_logprobs`). */
+export interface TopLogprob {
+  id: number;
+  logprob: number;
 }
 
 /** SGLang's finish_reason, one variant per case of schedule_batch.py. */
@@ -55,6 +66,8 @@ export interface GenerateResult {
   outputIds: number[];
   /** Behaviour logprob of each output id (`meta_info.output_token_logprobs[i][0]`). */
   logprobs: number[];
+  /** With a request's topLogprobs: the most likely tokens at each output position, most likely first. */
+  topLogprobs?: TopLogprob[][];
   finishReason: FinishReason;
   /** True when our caller's AbortSignal ended the request (then outputIds is empty: nothing was received). */
   abortedByCaller: boolean;

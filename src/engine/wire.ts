@@ -4,7 +4,7 @@
  * between versions (spec_*, dp_rank, metric timestamps); only the keys we read are checked.
  */
 import { z } from "zod";
-import type { FinishReason, GenerateResult, ModelInfo, SamplingParams, UpdateWeightsResult } from "./types.js";
+import type { FinishReason, GenerateResult, ModelInfo, SamplingParams, TopLogprob, UpdateWeightsResult } from "./types.js";
 
 const finishReasonSchema = z.union([
   z.looseObject({ type: z.literal("stop"), matched: z.union([z.number().int(), z.string(), z.null()]).optional() }),
@@ -175,7 +175,14 @@ export function toWireSamplingParams(params: SamplingParams): Record<string, unk
   return wire;
 }
 
-export function generateBody(inputIds: number[], params: SamplingParams, rid: string, priority?: number, loraPath?: string | null): string {
+export function generateBody(
+  inputIds: number[],
+  params: SamplingParams,
+  rid: string,
+  priority?: number,
+  loraPath?: string | null,
+  topLogprobs?: number,
+): string {
   return JSON.stringify({
     input_ids: inputIds,
     sampling_params: toWireSamplingParams(params),
@@ -183,6 +190,30 @@ export function generateBody(inputIds: number[], params: SamplingParams, rid: st
     return_logprob: true,
     ...(priority === undefined ? {} : { priority }),
     ...(loraPath ? { lora_path: loraPath } : {}),
+    ...(topLogprobs ? { top_logprobs_num: topLogprobs } : {}),
+  });
+}
+
+/**
+ * `meta_info.output_top_logprobs` for `count` output tokens: per position a list of `[logprob, token_id, text|null]`,
+ * most likely first (SGLang sorts them); checked here, only for a request that asked for them, so the usual answer's
+ * fast path never walks them. Throws on a list of the wrong length or shape: a reply built from misaligned
+ * alternatives would name the wrong tokens.
+ */
+export function topLogprobsOf(value: unknown, count: number): TopLogprob[][] {
+  if (!Array.isArray(value) || value.length !== count) {
+    throw new Error(`output_top_logprobs has ${Array.isArray(value) ? value.length : "no"} entries for ${count} output tokens`);
+  }
+  return value.map((position: unknown, i) => {
+    // SGLang writes null where it computed none.
+    if (position === null) return [];
+    if (!Array.isArray(position)) throw new Error(`output_top_logprobs[${i}] is not a list`);
+    return position.map((entry: unknown, j) => {
+      if (!Array.isArray(entry) || typeof entry[0] !== "number" || !Number.isInteger(entry[1])) {
+        throw new Error(`output_top_logprobs[${i}][${j}] is not [logprob, token_id, text]`);
+      }
+      return { logprob: entry[0] as number, id: entry[1] as number };
+    });
   });
 }
 
@@ -215,7 +246,7 @@ function toFinishReason(wire: GenerateResponse["meta_info"]["finish_reason"]): F
  */
 export function toGenerateResult(
   wire: GenerateResponse,
-  context: { server: string; attempts: number },
+  context: { server: string; attempts: number; topLogprobs?: boolean },
 ): GenerateResult {
   const meta = wire.meta_info;
   const logprobs = meta.output_token_logprobs.map((entry) => entry[0]);
@@ -232,6 +263,7 @@ export function toGenerateResult(
   return {
     outputIds: wire.output_ids,
     logprobs,
+    ...(context.topLogprobs ? { topLogprobs: topLogprobsOf(meta.output_top_logprobs, wire.output_ids.length) } : {}),
     finishReason: toFinishReason(meta.finish_reason),
     abortedByCaller: false,
     preempted: false,

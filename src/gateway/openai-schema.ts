@@ -34,6 +34,9 @@ export const toolChoiceSchema = z.union([
   z.looseObject({ type: z.literal("function"), function: z.looseObject({ name: z.string() }) }),
 ]);
 
+/** The most alternatives per token OpenAI's API takes (`top_logprobs`). */
+export const MAX_TOP_LOGPROBS = 20;
+
 export const chatCompletionRequestSchema = z.looseObject({
   model: z.string().optional(),
   messages: z.array(requestMessageSchema).min(1, "expected at least one message"),
@@ -48,6 +51,8 @@ export const chatCompletionRequestSchema = z.looseObject({
   temperature: z.number().nullish(),
   top_p: z.number().nullish(),
   logprobs: z.boolean().nullish(),
+  /** OpenAI's range: 0 to 20 alternatives per token. */
+  top_logprobs: z.number().int().min(0).max(MAX_TOP_LOGPROBS).nullish(),
   response_format: z.looseObject({ type: z.string() }).nullish(),
 });
 export type ChatCompletionRequest = z.infer<typeof chatCompletionRequestSchema>;
@@ -63,6 +68,7 @@ const isString = (value: unknown) => typeof value === "string";
 const isBoolean = (value: unknown) => typeof value === "boolean";
 const isPositiveInt = (value: unknown) => Number.isSafeInteger(value) && (value as number) > 0;
 const isFiniteNumber = (value: unknown) => Number.isFinite(value);
+const isTopLogprobs = (value: unknown) => Number.isSafeInteger(value) && (value as number) >= 0 && (value as number) <= MAX_TOP_LOGPROBS;
 
 function isUsualMessage(message: unknown): boolean {
   if (!isObject(message) || !ROLES.has(message.role as string)) return false;
@@ -115,6 +121,7 @@ export function usualChatCompletionRequest(body: Record<string, unknown>): ChatC
     (body.model === undefined || typeof body.model === "string") &&
     nullishOf(body.stream, isBoolean) &&
     nullishOf(body.logprobs, isBoolean) &&
+    nullishOf(body.top_logprobs, isTopLogprobs) &&
     nullishOf(body.max_tokens, isPositiveInt) &&
     nullishOf(body.max_completion_tokens, isPositiveInt) &&
     nullishOf(body.n, isPositiveInt) &&

@@ -10,7 +10,7 @@
 import type http from "node:http";
 import { z } from "zod";
 import { formatIssues } from "../zod-issues.js";
-import { GatewayError, ignoredFields, type ChatCompletionRequest, type RequestMessage } from "./openai-schema.js";
+import { GatewayError, ignoredFields, MAX_TOP_LOGPROBS, type ChatCompletionRequest, type RequestMessage } from "./openai-schema.js";
 import type { Completion } from "./session.js";
 
 const textPartSchema = z.looseObject({ type: z.string(), text: z.string().optional() });
@@ -46,7 +46,7 @@ export const responsesRequestSchema = z.looseObject({
   previous_response_id: z.string().nullish(),
   text: z.looseObject({ format: z.looseObject({ type: z.string() }).optional() }).nullish(),
   include: z.array(z.string()).nullish(),
-  top_logprobs: z.number().int().min(0).nullish(),
+  top_logprobs: z.number().int().min(0).max(MAX_TOP_LOGPROBS).nullish(),
 });
 export type ResponsesRequest = z.infer<typeof responsesRequestSchema>;
 type InputItem = Exclude<ResponsesRequest["input"], string>[number];
@@ -75,9 +75,6 @@ export function parseResponsesRequest(body: Record<string, unknown>): ResponsesR
   for (const [field, why] of Object.entries(REFUSED_FIELDS)) {
     const value = body[field];
     if (value !== undefined && value !== null && value !== false) throw new GatewayError(400, `${field}: ${why}`, "unsupported_parameter", field);
-  }
-  if (parsed.data.top_logprobs) {
-    throw new GatewayError(400, `top_logprobs=${parsed.data.top_logprobs}: the gateway returns the sampled tokens' log-probs only (include ${OUTPUT_LOGPROBS}), not alternatives`, "unsupported_parameter", "top_logprobs");
   }
   const format = parsed.data.text?.format?.type;
   if (format !== undefined && !TEXT_FORMATS.has(format)) {
@@ -139,7 +136,9 @@ export function chatRequestOf(request: ResponsesRequest): ChatCompletionRequest 
     ...(request.temperature != null ? { temperature: request.temperature } : {}),
     ...(request.top_p != null ? { top_p: request.top_p } : {}),
     ...(responseFormat ? { response_format: responseFormat } : {}),
-    ...(request.include?.includes(OUTPUT_LOGPROBS) ? { logprobs: true } : {}),
+    // Alternatives come inside the log-probs, so asking for them asks for those too.
+    ...(request.include?.includes(OUTPUT_LOGPROBS) || request.top_logprobs ? { logprobs: true } : {}),
+    ...(request.top_logprobs ? { top_logprobs: request.top_logprobs } : {}),
   };
 }
 

@@ -5,6 +5,7 @@
  * trajectory run one at a time, in arrival order.
  */
 import type { ChatMessage, Conversation, ToolCall, ToolSchema } from "../chat/index.js";
+import type { TopLogprob } from "../engine/index.js";
 import type { TrajectoryControl } from "../rollout/agent-loop.js";
 import type { ClosedSegment, Finish, ToolSegmentMeta, TrajectoryInFlight } from "../rollout/trajectory-state.js";
 import { messageKey, planHistory, splitReasoning, toolsKey, type HistoryPlan } from "./history.js";
@@ -23,12 +24,16 @@ export interface Completion {
   reasoning?: string;
 }
 
-/** OpenAI's log-prob entry: the token's text and bytes, its log-prob under the sampler; no alternatives. */
-export interface TokenLogprob {
+/** OpenAI's log-prob entry: the token's text and bytes, its log-prob under the sampler, and the alternatives asked for. */
+export interface TokenLogprob extends TokenAlternative {
+  top_logprobs: TokenAlternative[];
+}
+
+/** One of the most likely tokens at a position (`top_logprobs`), as OpenAI writes it. */
+export interface TokenAlternative {
   token: string;
   logprob: number;
   bytes: number[];
-  top_logprobs: [];
 }
 
 /** A call of the last reply whose result the agent has not sent yet. */
@@ -118,7 +123,13 @@ export class GatewaySession {
     const cap = request.max_completion_tokens ?? request.max_tokens ?? undefined;
     const stop = request.stop == null ? undefined : typeof request.stop === "string" ? [request.stop] : request.stop;
     const promptTokens = this.run.conversation.totalLength;
-    const generated = await this.api.generate({ ...(cap ? { maxNewTokens: cap } : {}), ...(stop ? { stop } : {}), ...(grammar ? { jsonSchema: grammar } : {}) });
+    const top = request.logprobs ? (request.top_logprobs ?? 0) : 0;
+    const generated = await this.api.generate({
+      ...(cap ? { maxNewTokens: cap } : {}),
+      ...(stop ? { stop } : {}),
+      ...(grammar ? { jsonSchema: grammar } : {}),
+      ...(top > 0 ? { topLogprobs: top } : {}),
+    });
     if (generated.finish && generated.ids.length === 0) this.checkOpen();
     const lengthCut = generated.finishReason === "length" || generated.finish?.reason === "length";
     const calls = this.parseCalls(request, tools, lengthCut);
@@ -135,7 +146,7 @@ export class GatewaySession {
     const toolCalls = calls.map((call, index) => ({ id: `call_${turn}_${index}`, type: "function" as const, function: { name: call.function.name, arguments: JSON.stringify(call.function.arguments) } }));
     this.pendingCalls = toolCalls.map((call) => ({ id: call.id, name: call.function.name, arguments: call.function.arguments, turn, repliedAt: performance.now() }));
     return {
-      ...(request.logprobs ? { logprobs: this.sampledLogprobs(promptTokens) } : {}),
+      ...(request.logprobs ? { logprobs: this.sampledLogprobs(promptTokens, generated.topLogprobs) } : {}),
       ...(reasoning !== undefined ? { reasoning } : {}),
       id: `chatcmpl-${this.key.slice(0, 12)}-${++this.requests}`,
       content: toolCalls.length > 0 || content !== null ? content : "",
@@ -147,14 +158,16 @@ export class GatewaySession {
 
   /**
    * The log-probs of the tokens sampled since `from`, as the engine reported them: every token of the turn, the
-   * tool-call markup included, the end-of-turn token that closes it not (it is no part of the reply's text).
+   * tool-call markup included, the end-of-turn token that closes it not (it is no part of the reply's text). `top`
+   * holds the engine's alternatives per sampled token, when the request asked for them.
    */
-  private sampledLogprobs(from: number): TokenLogprob[] {
+  private sampledLogprobs(from: number, top: readonly TopLogprob[][] | undefined): TokenLogprob[] {
     const { conversation, ctx } = this.run;
     let ids = conversation.tokenIds.slice(from);
     if (ids.length > 0 && ctx.model.eosTokenIds.concat(ctx.model.endOfTurnTokenId).includes(ids.at(-1)!)) ids = ids.slice(0, -1);
     const logprobs = conversation.tokenLogprobs;
-    return ids.map((id, i) => ({ token: ctx.model.decode([id]), logprob: logprobs[from + i]!, bytes: ctx.model.tokenBytes(id), top_logprobs: [] }));
+    const entry = (id: number, logprob: number): TokenAlternative => ({ token: ctx.model.decode([id]), logprob, bytes: ctx.model.tokenBytes(id) });
+    return ids.map((id, i) => ({ ...entry(id, logprobs[from + i]!), top_logprobs: (top?.[i] ?? []).map((alt) => entry(alt.id, alt.logprob)) }));
   }
 
   /** A trajectory that has ended takes no more requests: 409, naming how it ended. */
@@ -169,9 +182,9 @@ export class GatewaySession {
   /** Refuses what the gateway cannot do faithfully; notes once per run what it overrides or ignores. */
   private checkSupported(request: ChatCompletionRequest, body: Record<string, unknown>): void {
     if (request.n != null && request.n !== 1) throw new GatewayError(400, `n=${request.n}: the gateway samples one choice per request (each trajectory is one sample)`, "unsupported_parameter", "n");
-    const top = (body as { top_logprobs?: unknown }).top_logprobs;
-    if (typeof top === "number" && top > 0) {
-      throw new GatewayError(400, `top_logprobs=${top}: the gateway returns the sampled tokens' log-probs only (logprobs: true), not alternatives`, "unsupported_parameter", "top_logprobs");
+    if (request.top_logprobs && !request.logprobs) {
+      // OpenAI's own rule: alternatives come with the sampled tokens' log-probs or not at all.
+      throw new GatewayError(400, `top_logprobs=${request.top_logprobs} needs logprobs: true`, "invalid_request", "top_logprobs");
     }
     refuseNonTextParts(request.messages);
     const { rollout, greedy } = this.run.ctx;

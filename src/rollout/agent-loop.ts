@@ -6,6 +6,7 @@
  * single_turn_agent) are written on the same API a user's module gets (docs/agent-loops.md).
  */
 import type { ChatMessage, ToolSchema } from "../chat/index.js";
+import type { TopLogprob } from "../engine/index.js";
 import type { ParseResult } from "../parsers/index.js";
 import type { MultiTurnConfig } from "./config.js";
 import type { Sample } from "./sample.js";
@@ -25,6 +26,8 @@ export interface Generation {
   finishReason: string | null;
   /** Set when the trajectory ends with this turn (length cut, budget spent, deadline, server down, abort). */
   finish?: Finish;
+  /** With GenerateOptions.topLogprobs: per id of `ids`, the engine's most likely tokens there, most likely first. */
+  topLogprobs?: TopLogprob[][];
 }
 
 /** What one generate() call may ask for besides the trajectory's sampling settings. */
@@ -39,6 +42,11 @@ export interface GenerateOptions {
    * without it: a grammar cannot resume mid-output.
    */
   jsonSchema?: string;
+  /**
+   * Also ask the engine for this many most likely tokens at every sampled position (SGLang's `top_logprobs_num`),
+   * returned in Generation.topLogprobs. The record keeps only the sampled tokens' log-probs.
+   */
+  topLogprobs?: number;
 }
 
 /** A tool call a loop makes itself, by name (the model's own calls come from parseToolCalls). */
@@ -254,11 +262,12 @@ class TrajectoryAgent implements TrajectoryControl {
     if (cap !== undefined && !(Number.isInteger(cap) && cap > 0)) throw new Error(`generate(): maxNewTokens must be a positive integer, not ${cap}`);
     const before = this.run.conversation.totalLength;
     const turns = this.run.log.assistantFinish.length;
-    const finish = this.end(await sampleAssistantTurn(this.run, options));
+    const topLogprobs: TopLogprob[][] | undefined = options.topLogprobs ? [] : undefined;
+    const finish = this.end(await sampleAssistantTurn(this.run, options, topLogprobs));
     const ids = this.run.conversation.tokenIds.slice(before);
     const text = this.run.ctx.model.decode(ids, { skipSpecialTokens: true });
     const finishReason = this.run.log.assistantFinish.length > turns ? this.run.log.assistantFinish.at(-1)! : null;
-    return { ids, text, finishReason, ...(finish ? { finish } : {}) };
+    return { ids, text, finishReason, ...(finish ? { finish } : {}), ...(topLogprobs ? { topLogprobs } : {}) };
   }
 
   parseToolCalls(): ParseResult | undefined {

@@ -5,7 +5,7 @@
  * rollouts) is continued on the new weights: its tokens so far stay, with their logprobs and the version that
  * sampled them, and the next request asks for the rest.
  */
-import type { GenerateRequest, GenerateResult } from "../engine/index.js";
+import type { GenerateRequest, GenerateResult, TopLogprob } from "../engine/index.js";
 import { isEngineError } from "../engine/index.js";
 import type { ParseResult } from "../parsers/index.js";
 import type { GenerateOptions } from "./agent-loop.js";
@@ -16,9 +16,14 @@ import { errorText, type Finish, type TrajectoryInFlight } from "./trajectory-st
 /**
  * Samples the next assistant turn and appends it; a Finish when the trajectory ends with this turn. `maxNewTokens` (an
  * agent loop's own limit on this turn) below the response budget left makes a length stop the loop's business: the
- * turn is cut, and the trajectory goes on.
+ * turn is cut, and the trajectory goes on. With options.topLogprobs, `topLogprobs` gets the engine's alternatives for
+ * every token appended, one list per token (empty where the engine gave none).
  */
-export async function sampleAssistantTurn(run: TrajectoryInFlight, options: GenerateOptions = {}): Promise<Finish | undefined> {
+export async function sampleAssistantTurn(
+  run: TrajectoryInFlight,
+  options: GenerateOptions = {},
+  topLogprobs?: TopLogprob[][],
+): Promise<Finish | undefined> {
   const cap = options.maxNewTokens;
   const remaining = run.ctx.maxResponseLength - run.conversation.responseLength;
   if (remaining <= 0) return { status: "truncated", reason: "response_budget" };
@@ -28,6 +33,7 @@ export async function sampleAssistantTurn(run: TrajectoryInFlight, options: Gene
     const generated = await generate(run, generateRequest(run, limit - sampled, piece, options));
     if (generated.finish) return generated.finish;
     const { result } = generated;
+    if (topLogprobs) for (let i = 0; i < result.outputIds.length; i++) topLogprobs.push(result.topLogprobs?.[i] ?? []);
     if (!result.preempted) return appendSampled(run, result, limit < remaining);
     if (result.outputIds.length >= limit - sampled) {
       // Preempted with nothing left to ask for: the turn ran to its limit, as a length stop would have.
@@ -79,7 +85,7 @@ async function generate(run: TrajectoryInFlight, request: GenerateRequest): Prom
  * `piece` > 0 continues a preempted generation; its seed differs, so it does not replay the first piece's draws, and
  * it goes without the turn's grammar, which would restart at the grammar's first token.
  */
-function generateRequest(run: TrajectoryInFlight, maxNewTokens: number, piece: number, { stop, jsonSchema }: GenerateOptions): GenerateRequest {
+function generateRequest(run: TrajectoryInFlight, maxNewTokens: number, piece: number, { stop, jsonSchema, topLogprobs }: GenerateOptions): GenerateRequest {
   const { model, rollout, greedy } = run.ctx;
   const seed = requestSeed(rollout.seed, run.sample, run.conversation.assistantTurns, piece);
   return {
@@ -97,6 +103,7 @@ function generateRequest(run: TrajectoryInFlight, maxNewTokens: number, piece: n
     stickyKey: run.id,
     signal: run.deadline,
     ...(run.ctx.priority === undefined ? {} : { priority: run.ctx.priority }),
+    ...(topLogprobs ? { topLogprobs } : {}),
   };
 }
 

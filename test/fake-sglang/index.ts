@@ -330,7 +330,7 @@ export async function startFakeSglang(options: FakeSglangOptions = {}): Promise<
   }
 
   /** Runs one item: waits out latency and pauses, unless aborted first. */
-  function runItem(item: Item, fault: Fault | null, returnLogprob: boolean): Promise<Record<string, unknown>> {
+  function runItem(item: Item, fault: Fault | null, returnLogprob: boolean, topLogprobsNum = 0): Promise<Record<string, unknown>> {
     const started = Date.now();
     // Its position among the /generate items that arrived since the stats were last reset.
     const arrival = arrivals++;
@@ -367,7 +367,7 @@ export async function startFakeSglang(options: FakeSglangOptions = {}): Promise<
         live.delete(item.rid);
         stats.samples++;
         if (sampled.finishReason.type === "abort") stats.aborted++;
-        resolve(responseObject(item, sampled, returnLogprob, (Date.now() - started) / 1000));
+        resolve(responseObject(item, sampled, returnLogprob, (Date.now() - started) / 1000, topLogprobsNum));
         notifyIdle();
       };
       const abortedResult = (message: string): Sampled => ({
@@ -432,7 +432,16 @@ export async function startFakeSglang(options: FakeSglangOptions = {}): Promise<
     });
   }
 
-  function responseObject(item: Item, sampled: Sampled, returnLogprob: boolean, latency: number): Record<string, unknown> {
+  /**
+   * SGLang's `output_top_logprobs` entry for one position: `count` `[logprob, id, null]`, most likely first. The fake's
+   * are the sampled token with its own logprob, then the next ids (7 apart) each half a nat less likely, so a test can
+   * predict every one.
+   */
+  function topAlternatives(id: number, logprob: number, count: number): Array<[number, number, null]> {
+    return Array.from({ length: count }, (_, j) => [logprob - 0.5 * j, (id + 7 * j) % vocabSize, null]);
+  }
+
+  function responseObject(item: Item, sampled: Sampled, returnLogprob: boolean, latency: number, topLogprobsNum = 0): Record<string, unknown> {
     const matchedStop = sampled.finishReason.type === "stop";
     // A matched stop / EOS token is dropped before decoding, but output_ids keeps it (sglang.md §1 Trimming).
     const textIds = matchedStop ? sampled.outputIds.slice(0, -1) : sampled.outputIds;
@@ -452,7 +461,7 @@ export async function startFakeSglang(options: FakeSglangOptions = {}): Promise<
       meta.input_token_logprobs = [];
       meta.output_token_logprobs = sampled.outputIds.map((id, i) => [sampled.logprobs[i], id, null]);
       meta.input_top_logprobs = [];
-      meta.output_top_logprobs = [];
+      meta.output_top_logprobs = topLogprobsNum > 0 ? sampled.outputIds.map((id, i) => topAlternatives(id, sampled.logprobs[i]!, topLogprobsNum)) : [];
       meta.output_token_logprobs_length = sampled.outputIds.length;
     }
     return { text: decode(textIds), output_ids: sampled.outputIds, meta_info: meta };
@@ -474,7 +483,8 @@ export async function startFakeSglang(options: FakeSglangOptions = {}): Promise<
     });
     // SGLang warms the prefix cache with a max_new_tokens=0 pass before n samples; it does not change the answer.
     const returnLogprob = body.return_logprob === true;
-    const results = await Promise.all(items.map((item) => runItem(item, fault, returnLogprob)));
+    const topLogprobsNum = typeof body.top_logprobs_num === "number" ? body.top_logprobs_num : 0;
+    const results = await Promise.all(items.map((item) => runItem(item, fault, returnLogprob, topLogprobsNum)));
     if (res.destroyed || res.socket?.destroyed) return;
     const payload = batched ? results : results[0];
     if (fault?.type === "drip") return drip(res, JSON.stringify(payload), fault);

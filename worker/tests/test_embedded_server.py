@@ -345,12 +345,32 @@ def test_abort_all(engine, tokenizer):
         ({"input_ids": [10**9]}, "not a token id"),
         ({"text": "hello"}, "input_ids only"),
         ({"input_ids": [1], "priority": "high"}, "priority must be an integer"),
+        ({"input_ids": [1], "top_logprobs_num": -1}, "top_logprobs_num must be a non-negative integer"),
     ],
 )
 def test_bad_generate_requests_are_400_with_an_error_message(engine, body, message):
     status, answer = call(engine, "/generate", body)
     assert status == 400
     assert set(answer) == {"error"} and message in answer["error"]["message"]
+
+
+def test_top_logprobs_num_reports_the_most_likely_tokens_at_every_output_position(engine, reference, tokenizer):
+    prompt = encode(tokenizer, PROMPTS[1])
+    status, answer = call(engine, "/generate", {"input_ids": prompt, "return_logprob": True, "top_logprobs_num": 3,
+                                                "sampling_params": {"max_new_tokens": 5, "temperature": 0.7,
+                                                                    "sampling_seed": 3, "ignore_eos": True}})
+    assert status == 200, answer
+    tops = answer["meta_info"]["output_top_logprobs"]
+    assert len(tops) == len(answer["output_ids"]) == 5
+    with torch.no_grad():
+        logits = reference(torch.tensor([prompt + answer["output_ids"]])).logits[0].float()
+    for i, top in enumerate(tops):
+        expected = torch.log_softmax(logits[len(prompt) - 1 + i] / 0.7, dim=-1)
+        assert [t for _, t, _ in top] == expected.topk(3).indices.tolist()
+        assert max(abs(lp - float(expected[t])) for lp, t, _ in top) < LOGPROB_TOLERANCE
+        assert all(text is None for _, _, text in top)
+    # Without the field, no alternatives: the answer is SGLang's usual one.
+    assert "output_top_logprobs" not in generate(engine, prompt, max_new_tokens=2)["meta_info"]
 
 
 def test_invalid_json_is_400(engine):

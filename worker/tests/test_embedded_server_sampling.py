@@ -10,7 +10,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agentrl_worker.embedded_server.sampling import RequestError, SamplingParams, choose_tokens, filter_top_k_top_p, parse_sampling_params
+from agentrl_worker.embedded_server.sampling import (
+    RequestError,
+    SamplingParams,
+    choose_tokens,
+    filter_top_k_top_p,
+    parse_sampling_params,
+    top_alternatives,
+)
 
 
 def test_defaults_follow_sglang_and_null_falls_back():
@@ -90,3 +97,19 @@ def test_a_seeded_row_draws_the_same_tokens_whatever_shares_its_batch():
     alone = choose_tokens(logits[2:3], [params[2]], [torch.Generator().manual_seed(11)])
     together = choose_tokens(logits, params, [torch.Generator().manual_seed(s) for s in (1, 2, 11, 3)])
     assert together[0][2] == alone[0][0] and together[1][2] == pytest.approx(alone[1][0])
+
+
+def test_top_alternatives_are_the_most_likely_tokens_of_the_distribution_the_logprobs_come_from():
+    logits = torch.tensor([[2.0, 1.0, 0.5, -1.0], [0.0, 3.0, 1.0, 2.0], [1.0, 1.0, 1.0, 1.0]])
+    params = [SamplingParams(temperature=0.5), SamplingParams(temperature=0.0), SamplingParams()]
+    tops = top_alternatives(logits, params, [3, 2, 0])
+    tempered = torch.log_softmax(logits[0] / 0.5, 0)
+    assert [t for _, t in tops[0]] == [0, 1, 2]
+    assert [lp for lp, _ in tops[0]] == pytest.approx(tempered[[0, 1, 2]].tolist(), abs=1e-6)
+    # Greedy rows report the raw log_softmax, as their sampled token's logprob does.
+    assert [t for _, t in tops[1]] == [1, 3]
+    assert [lp for lp, _ in tops[1]] == pytest.approx(torch.log_softmax(logits[1], 0)[[1, 3]].tolist(), abs=1e-6)
+    assert tops[2] is None
+    # The sampled token's own logprob is the same number its alternative entry reports.
+    (token,), (logprob,) = choose_tokens(logits[:1], params[:1], [torch.Generator().manual_seed(3)])
+    assert dict((t, lp) for lp, t in top_alternatives(logits[:1], params[:1], [4])[0])[token] == pytest.approx(logprob, abs=1e-6)

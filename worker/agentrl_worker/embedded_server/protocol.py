@@ -3,9 +3,9 @@
 Only `input_ids` prompts are served (agentrl tokenizes on its side); `text` is a 400 with a message saying so.
 A single prompt with n == 1 answers one object; a batch, or n > 1, answers an array ordered prompt-major
 (index i * n + j), and with n > 1 every sample gets a fresh uuid rid, as in SGLang. `priority` (an integer, one for
-the whole request) orders the waiting queue when the server runs with --enable-priority-scheduling. Other
-GenerateReqInput fields (logprob_start_len, top_logprobs_num, ...) are accepted and ignored, as an older SGLang
-ignores fields it lacks.
+the whole request) orders the waiting queue when the server runs with --enable-priority-scheduling.
+`top_logprobs_num` (one integer, or one per prompt) adds `output_top_logprobs` to a return_logprob answer. Other
+GenerateReqInput fields (logprob_start_len, ...) are accepted and ignored, as an older SGLang ignores fields it lacks.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ def parse_generate(body: object, context_length: int, vocab_size: int) -> Genera
             )
     rids = _rids(body.get("rid"), len(prompts), batched, n)
     return_logprob = _per_prompt_flags(body.get("return_logprob"), len(prompts))
+    top_logprobs_num = _per_prompt_counts(body.get("top_logprobs_num"), len(prompts))
     priority = _priority(body.get("priority"))
     loras = _lora_paths(body.get("lora_path"), len(prompts))
     generations = []
@@ -56,7 +57,7 @@ def parse_generate(body: object, context_length: int, vocab_size: int) -> Genera
             seed = None if p.seed is None else p.seed + j  # the n samples of one seeded prompt must differ
             generations.append(Generation(rid=rids[i * n + j], input_ids=prompt, params=p,
                                           return_logprob=return_logprob[i], seed=seed, priority=priority,
-                                          lora=loras[i]))
+                                          lora=loras[i], top_logprobs_num=top_logprobs_num[i]))
     return GenerateRequest(generations=generations, batched=batched or n > 1)
 
 
@@ -100,6 +101,18 @@ def _per_prompt_flags(raw: object, count: int) -> list[bool]:
     if isinstance(raw, list) and len(raw) == count and all(isinstance(v, bool) for v in raw):
         return raw
     raise RequestError(f"return_logprob must be a boolean or a list of {count} booleans.")
+
+
+def _per_prompt_counts(raw: object, count: int) -> list[int]:
+    def valid(v: object) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+    if raw is None:
+        return [0] * count
+    if valid(raw):
+        return [raw] * count
+    if isinstance(raw, list) and len(raw) == count and all(valid(v) for v in raw):
+        return list(raw)
+    raise RequestError(f"top_logprobs_num must be a non-negative integer or a list of {count} of them.")
 
 
 def _sampling_params(raw: object, count: int) -> list[SamplingParams]:
@@ -149,4 +162,6 @@ def generation_response(gen: Generation, tokenizer) -> dict:
     if gen.return_logprob:
         meta["output_token_logprobs"] = [[lp, tok, None] for lp, tok in zip(gen.output_logprobs, gen.output_ids)]
         meta["output_token_logprobs_length"] = len(gen.output_ids)
+        if gen.top_logprobs_num > 0:
+            meta["output_top_logprobs"] = [[[lp, tok, None] for lp, tok in top] for top in gen.output_top_logprobs]
     return {"text": text, "output_ids": list(gen.output_ids), "meta_info": meta}

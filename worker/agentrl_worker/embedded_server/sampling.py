@@ -143,6 +143,33 @@ def filter_top_k_top_p(probs: torch.Tensor, top_k: int, top_p: float) -> torch.T
     return filtered / filtered.sum()
 
 
+def _tempered(logits: torch.Tensor, params: list[SamplingParams]) -> torch.Tensor:
+    """The logits each row samples from: divided by the row's temperature; greedy rows keep the raw logits."""
+    if not any(not p.greedy and p.temperature != 1.0 for p in params):
+        return logits
+    temperature = torch.tensor([1.0 if p.greedy else p.temperature for p in params], device=logits.device)
+    return logits / temperature.unsqueeze(1)
+
+
+def top_alternatives(
+    logits: torch.Tensor, params: list[SamplingParams], counts: list[int]
+) -> list[list[tuple[float, int]] | None]:
+    """SGLang's top_logprobs_num: per row, its `counts[i]` most likely tokens under the distribution choose_tokens
+    reports logprobs from (same temperature), most likely first, as (logprob, token); None for rows asking none."""
+    out: list[list[tuple[float, int]] | None] = [None] * len(counts)
+    wanted = [i for i, k in enumerate(counts) if k > 0]
+    if not wanted:
+        return out
+    index = torch.tensor(wanted, device=logits.device)
+    rows = logits.float().index_select(0, index)
+    logprobs = torch.log_softmax(_tempered(rows, [params[i] for i in wanted]), dim=-1)
+    values, tokens = torch.topk(logprobs, min(max(counts[i] for i in wanted), logprobs.shape[-1]), dim=-1)
+    for j, i in enumerate(wanted):
+        k = counts[i]
+        out[i] = list(zip(values[j, :k].tolist(), tokens[j, :k].tolist()))
+    return out
+
+
 def choose_tokens(
     logits: torch.Tensor, params: list[SamplingParams], generators: list[torch.Generator | None]
 ) -> tuple[list[int], list[float]]:
@@ -154,12 +181,7 @@ def choose_tokens(
     """
     logits = logits.float()
     rows, vocab = logits.shape
-    if any(not p.greedy and p.temperature != 1.0 for p in params):
-        temperature = torch.tensor([1.0 if p.greedy else p.temperature for p in params], device=logits.device)
-        logits_t = logits / temperature.unsqueeze(1)  # greedy rows keep temperature 1: the raw logits
-    else:
-        logits_t = logits
-    logprobs = torch.log_softmax(logits_t, dim=-1)
+    logprobs = torch.log_softmax(_tempered(logits, params), dim=-1)
     greedy = [i for i in range(rows) if params[i].greedy]
     sampled = [i for i in range(rows) if not params[i].greedy]
     tokens = torch.zeros(rows, dtype=torch.long, device=logits.device)

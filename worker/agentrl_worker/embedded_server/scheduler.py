@@ -24,7 +24,7 @@ from .kv_batch import DecodeBatch, Prefilled
 from .lora import LoraAdapters
 from .prefix_cache import PrefixCache
 from .model import LoadedModel
-from .sampling import SamplingParams, choose_tokens
+from .sampling import SamplingParams, choose_tokens, top_alternatives
 
 log = logging.getLogger("agentrl_worker.embedded_server")
 
@@ -43,6 +43,9 @@ class Generation:
     created: float = field(default_factory=time.monotonic)
     output_ids: list[int] = field(default_factory=list)
     output_logprobs: list[float] = field(default_factory=list)
+    # SGLang's top_logprobs_num: how many alternatives to report at each output position, and those reported.
+    top_logprobs_num: int = 0
+    output_top_logprobs: list[list[tuple[float, int]]] = field(default_factory=list)
     # SGLang's finish_reason object; None while running.
     finish_reason: dict | None = None
     cached_tokens: int = 0
@@ -268,10 +271,14 @@ class Scheduler:
 
     def _append_tokens(self, gens: list[Generation], logits: torch.Tensor) -> list[int]:
         """Sample one token for each generation (row i of logits), record it, and finish those that are done."""
-        tokens, logprobs = choose_tokens(logits, [g.params for g in gens], [g.generator for g in gens])
-        for gen, token, logprob in zip(gens, tokens, logprobs):
+        params = [g.params for g in gens]
+        tokens, logprobs = choose_tokens(logits, params, [g.generator for g in gens])
+        tops = top_alternatives(logits, params, [g.top_logprobs_num if g.return_logprob else 0 for g in gens])
+        for gen, token, logprob, top in zip(gens, tokens, logprobs, tops):
             gen.output_ids.append(token)
             gen.output_logprobs.append(logprob)
+            if top is not None:
+                gen.output_top_logprobs.append(top)
             reason = self._finish_reason(gen)
             if reason is not None:
                 self._finish(gen, reason)
