@@ -1,8 +1,13 @@
-/** `agentrl template` end to end: the built CLI with real tokenizer files, as a user runs it. */
+/**
+ * `agentrl template` end to end with real tokenizer files. The built CLI runs as a user runs it for a JSON render,
+ * forced colour and a usage error; the other renders and input errors run the same command in this process
+ * (helpers/in-process-cli.ts: the same text and exit codes without a Node start-up and a tokenizer load per call).
+ */
 import { describe, expect, it } from "vitest";
 import { readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { runCli } from "./helpers/cli.js";
+import { runCliInProcess } from "./helpers/in-process-cli.js";
 import { FIXTURES_DIR, QWEN3_DIR, materializeFixtureModel } from "./fixtures/templates/materialize.js";
 import { tempDir } from "./helpers/tmp.js";
 
@@ -50,7 +55,7 @@ describe("agentrl template", () => {
   it("--json for a conversation with assistant turns: the training mask over the full render", async () => {
     const dir = materializeFixtureModel("qwen25-style", temp);
     const file = writeJson("conversation.json", { messages: spec.conversations.tool_turn, tools: spec.tools });
-    const result = await runCli(["template", "--model", dir, "--messages", file, "--json"]);
+    const result = await runCliInProcess(["template", "--model", dir, "--messages", file, "--json"]);
     expect(result.code).toBe(0);
     const out = JSON.parse(result.stdout) as TemplateJson;
     const full = expected["qwen25-style"]!.tool_turn!.full;
@@ -68,7 +73,7 @@ describe("agentrl template", () => {
   it("the human view lists every token with its id and mask, uncoloured off a TTY", async () => {
     const dir = materializeFixtureModel("llama3-style", temp);
     const file = writeJson("chat.json", spec.conversations.chat);
-    const result = await runCli(["template", "--model", dir, "--messages", file]);
+    const result = await runCliInProcess(["template", "--model", dir, "--messages", file]);
     expect(result.code).toBe(0);
     expect(result.stdout).not.toContain("\u001b[");
     expect(result.stdout).toMatch(/end of turn <\|eot_id\|>/);
@@ -95,7 +100,7 @@ describe("agentrl template", () => {
       { role: "user", content: "hi" },
       { role: "assistant", tool_calls: [{ function: { arguments: {} } }] },
     ]);
-    const result = await runCli(["template", "--model", QWEN3_DIR, "--messages", file]);
+    const result = await runCliInProcess(["template", "--model", QWEN3_DIR, "--messages", file]);
     expect(result.code).toBe(2);
     expect(result.stderr).toContain("bad.json");
     expect(result.stderr).toMatch(/\[1\]\.tool_calls\[0\]\.function\.name/);
@@ -107,21 +112,21 @@ describe("agentrl template", () => {
       { role: "assistant", content: "a" },
       { role: "assistant", content: "b" },
     ]);
-    const result = await runCli(["template", "--model", QWEN3_DIR, "--messages", file]);
+    const result = await runCliInProcess(["template", "--model", QWEN3_DIR, "--messages", file]);
     expect(result.code).toBe(2);
     expect(result.stderr).toMatch(/twice\.json: \[2\]\.role: two assistant messages in a row/);
   });
 
   it("a model folder without tokenizer files is exit 2", async () => {
     const file = writeJson("ok.json", [{ role: "user", content: "hi" }]);
-    const result = await runCli(["template", "--model", temp, "--messages", file]);
+    const result = await runCliInProcess(["template", "--model", temp, "--messages", file]);
     expect(result.code).toBe(2);
     expect(result.stderr).toMatch(/^error: .*tokenizer\.json: no such file/);
   });
 
   it("--kwargs passes template variables: Qwen3 without thinking gets an empty think block, mask 0", async () => {
     const file = writeJson("nothink.json", [{ role: "user", content: "hi" }]);
-    const result = await runCli([
+    const result = await runCliInProcess([
       "template", "--model", QWEN3_DIR, "--messages", file, "--kwargs", '{"enable_thinking": false}', "--json",
     ]);
     expect(result.code).toBe(0);
@@ -132,10 +137,10 @@ describe("agentrl template", () => {
 
   it("bad --kwargs and --drift values are usage errors", async () => {
     const file = writeJson("p.json", [{ role: "user", content: "hi" }]);
-    const kwargs = await runCli(["template", "--model", QWEN3_DIR, "--messages", file, "--kwargs", "[1]"]);
+    const kwargs = await runCliInProcess(["template", "--model", QWEN3_DIR, "--messages", file, "--kwargs", "[1]"]);
     expect(kwargs.code).toBe(2);
     expect(kwargs.stderr).toMatch(/--kwargs must be a JSON object/);
-    const drift = await runCli(["template", "--model", QWEN3_DIR, "--messages", file, "--drift", "loose"]);
+    const drift = await runCliInProcess(["template", "--model", QWEN3_DIR, "--messages", file, "--drift", "loose"]);
     expect(drift.code).toBe(2);
     expect(drift.stderr).toMatch(/--drift must be one of strict, ignore_strippable, off/);
   });

@@ -1,32 +1,28 @@
-"""agentrl_worker.tb_logger turns metrics JSON lines into TensorBoard scalars at their step."""
+"""agentrl_worker.tb_logger turns metrics JSON lines into TensorBoard scalars at their step.
 
+The logger's `main` runs in this process: as its own process (`python -m agentrl_worker.tb_logger`, which the CLI
+starts) it would import torch again, about 2.5 s of CPU a test; test/tensorboard.test.ts starts it as the CLI does."""
+
+import io
 import json
-import subprocess
 import sys
-from pathlib import Path
 
-WORKER_DIR = Path(__file__).resolve().parents[1]
-
-
-def _log(tmp_path, lines, *extra_args):
-    """Runs the logger on metrics records, as the CLI feeds it, and returns the finished process."""
-    return subprocess.run(
-        [sys.executable, "-m", "agentrl_worker.tb_logger", str(tmp_path), *extra_args],
-        input="".join(json.dumps(line) + "\n" for line in lines),
-        text=True,
-        capture_output=True,
-        cwd=WORKER_DIR,
-        check=False,
-    )
+from agentrl_worker import tb_logger
 
 
-def test_writes_numeric_metrics_at_their_step(tmp_path):
+def _log(tmp_path, lines, *extra_args, monkeypatch):
+    """Runs the logger on metrics records, as the CLI feeds them on stdin, and returns its exit code."""
+    monkeypatch.setattr(sys, "argv", ["tb_logger", str(tmp_path), *extra_args])
+    monkeypatch.setattr(sys, "stdin", io.StringIO("".join(json.dumps(line) + "\n" for line in lines)))
+    return tb_logger.main()
+
+
+def test_writes_numeric_metrics_at_their_step(tmp_path, monkeypatch):
     lines = [
         {"step": 1, "time": 1.5, "critic/rewards/mean": 0.25, "actor/pg_loss": -0.1, "note": "text is skipped"},
         {"step": 2, "time": 2.5, "critic/rewards/mean": 0.75},
     ]
-    result = _log(tmp_path, lines)
-    assert result.returncode == 0, result.stderr
+    assert _log(tmp_path, lines, monkeypatch=monkeypatch) == 0
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     events = EventAccumulator(str(tmp_path))
@@ -37,9 +33,8 @@ def test_writes_numeric_metrics_at_their_step(tmp_path):
     assert "time" not in events.Tags()["scalars"] and "note" not in events.Tags()["scalars"]
 
 
-def test_names_the_run_once_as_a_text_summary(tmp_path):
-    result = _log(tmp_path, [{"step": 1, "critic/rewards/mean": 0.5}], "gsm8k-agents/seed0")
-    assert result.returncode == 0, result.stderr
+def test_names_the_run_once_as_a_text_summary(tmp_path, monkeypatch):
+    assert _log(tmp_path, [{"step": 1, "critic/rewards/mean": 0.5}], "gsm8k-agents/seed0", monkeypatch=monkeypatch) == 0
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     events = EventAccumulator(str(tmp_path))

@@ -80,4 +80,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # Skip the interpreter's teardown, as the training worker does: unloading torch and transformers took about 0.8 s
+    # of CPU at every stop of the engine, after everything it owes is written; only the streams need flushing.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -58,6 +58,11 @@ class ServerConfig:
     lora_target_modules: list[str] | None = None
 
 
+# How often the HTTP loop looks for shutdown(): its own default, 0.5 s, is how long every stop of the engine waited
+# (the CLI waits for the engine to exit at the end of each run).
+SHUTDOWN_POLL_S = 0.05
+
+
 class EmbeddedServer:
     """The scheduler plus the HTTP server around it; `start()` returns once the port is bound."""
 
@@ -73,7 +78,9 @@ class EmbeddedServer:
         self.weights = WeightEndpoints(loaded, self.scheduler)
         self.started_at = time.time()
         self.httpd = _Server((config.host, config.port), _handler_for(self))
-        self._serve_thread = threading.Thread(target=self.httpd.serve_forever, name="embedded-server-http", daemon=True)
+        self._serve_thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_S}, name="embedded-server-http", daemon=True
+        )
 
     @property
     def port(self) -> int:
@@ -91,7 +98,7 @@ class EmbeddedServer:
 
     def serve_forever(self) -> None:
         self.scheduler.start()
-        self.httpd.serve_forever()
+        self.httpd.serve_forever(poll_interval=SHUTDOWN_POLL_S)
 
     def shutdown(self) -> None:
         self.httpd.shutdown()
