@@ -106,6 +106,42 @@ function collectSets(statements: Node[], names: string[]): void {
   }
 }
 
+/**
+ * What a `for` iterates, as the library's evaluateFor takes it: an object's keys, an array as is (anything else
+ * throws); with `unpack`, each item checked to be an array of that many; with `kept`, only the items its `if` keeps.
+ */
+function loopItems(iterated: unknown, unpack: number | undefined, kept: ((current: unknown) => boolean) | undefined): unknown[] {
+  const list = isObject(iterated) ? Object.keys(iterated) : iterated;
+  if (!Array.isArray(list)) throw new Error(`Expected iterable or object type in for loop: got ${typeName(list)}`);
+  if (unpack === undefined && !kept) return list;
+  const out: unknown[] = [];
+  for (const current of list) {
+    if (unpack !== undefined) {
+      if (!Array.isArray(current)) throw new Error(`Cannot unpack non-iterable type: ${typeName(current)}`);
+      if (current.length !== unpack) throw new Error(`Too ${unpack > current.length ? "few" : "many"} items to unpack`);
+    }
+    if (kept && !kept(current)) continue;
+    out.push(current);
+  }
+  return out;
+}
+
+/** The `loop` variable of iteration i over `list`. */
+function loopVariable(list: readonly unknown[], i: number): Record<string, unknown> {
+  const length = list.length;
+  return {
+    index: i + 1,
+    index0: i,
+    revindex: length - i,
+    revindex0: length - i - 1,
+    first: i === 0,
+    last: i === length - 1,
+    length,
+    previtem: i > 0 ? list[i - 1] : undefined,
+    nextitem: i < length - 1 ? list[i + 1] : undefined,
+  };
+}
+
 function assigneeNames(target: Node): string[] {
   if (target.type === "Identifier") return [checkAssignable(target.value)];
   if (target.type === "TupleLiteral") {
@@ -330,44 +366,21 @@ class Compiler {
       else for (let j = 0; j < n; j++) frame[slots[j]!] = (current as unknown[])[j];
     };
     return (S) => {
-      let iterated = iterable(S);
-      if (isObject(iterated)) iterated = Object.keys(iterated);
-      else if (!Array.isArray(iterated)) throw new Error(`Expected iterable or object type in for loop: got ${typeName(iterated)}`);
-      let list = iterated as unknown[];
-      if (tuple || test) {
-        const kept: unknown[] = [];
-        const testFrame: unknown[] = new Array(testNames.size);
-        for (const current of list) {
-          if (tuple) {
-            if (!Array.isArray(current)) throw new Error(`Cannot unpack non-iterable type: ${typeName(current)}`);
-            if (current.length !== n) throw new Error(`Too ${n > current.length ? "few" : "many"} items to unpack`);
-          }
-          if (test) {
+      const kept = test
+        ? (current: unknown) => {
+            const testFrame: unknown[] = new Array(testNames.size);
             bind(testFrame, testSlots, current);
             S[depth] = testFrame;
-            if (!truthy(test(S))) continue;
+            return truthy(test(S));
           }
-          kept.push(current);
-        }
-        list = kept;
-      }
+        : undefined;
+      const list = loopItems(iterable(S), tuple ? n : undefined, kept);
       const frame: unknown[] = new Array(size).fill(ABSENT);
       S[depth] = frame;
-      const length = list.length;
       let result = "";
       let noIteration = true;
-      for (let i = 0; i < length; i++) {
-        frame[loopSlot] = {
-          index: i + 1,
-          index0: i,
-          revindex: length - i,
-          revindex0: length - i - 1,
-          first: i === 0,
-          last: i === length - 1,
-          length,
-          previtem: i > 0 ? list[i - 1] : undefined,
-          nextitem: i < length - 1 ? list[i + 1] : undefined,
-        };
+      for (let i = 0; i < list.length; i++) {
+        frame[loopSlot] = loopVariable(list, i);
         bind(frame, varSlots, list[i]);
         try {
           result += body(S);
@@ -885,99 +898,109 @@ function binaryOp(op: string, l: unknown, r: unknown): unknown {
   throw new SyntaxError(`Unknown operator "${op}" between ${typeName(l)} and ${typeName(r)}`);
 }
 
-/** applyFilter with an Identifier filter. */
+/** applyFilter with an Identifier filter, by the operand's type. */
 function identifierFilter(name: string, v: unknown): unknown {
   if (name === "safe") return v;
   if (name === "tojson") return toJSON(v, null, 0, true);
-  if (Array.isArray(v)) {
-    switch (name) {
-      case "list":
-        return v;
-      case "first":
-        // An empty array gives the library a raw JS undefined, which it then handles unevenly.
-        return v.length > 0 ? v[0] : bail("first of an empty array");
-      case "last":
-        return v.length > 0 ? v[v.length - 1] : bail("last of an empty array");
-      case "length":
-        return v.length;
-      case "reverse":
-        return v.slice().reverse();
-      case "join":
-        return v.map(joinItem).join("");
-      case "string":
-        return toJSON(v, null, 0, false);
-    }
-    throw new Error(`Unknown ArrayValue filter: ${name}`);
-  }
-  if (typeof v === "string") {
-    switch (name) {
-      case "length":
-        return v.length;
-      case "upper":
-        return v.toUpperCase();
-      case "lower":
-        return v.toLowerCase();
-      case "title":
-        return titleCase(v);
-      case "capitalize":
-        return v.charAt(0).toUpperCase() + v.slice(1);
-      case "trim":
-        return v.trim();
-      case "join":
-      case "string":
-        return v;
-      case "int": {
-        const parsed = parseInt(v, 10);
-        return isNaN(parsed) ? 0 : mkInt(parsed);
-      }
-      case "float": {
-        const parsed = parseFloat(v);
-        return isNaN(parsed) ? new JFloat(0) : mkFloat(parsed);
-      }
-    }
-    throw new Error(`Unknown StringValue filter: ${name}`);
-  }
-  if (isNumber(v)) {
-    const x = num(v);
-    switch (name) {
-      case "abs":
-        return isFloat(v) ? mkFloat(Math.abs(x)) : mkInt(Math.abs(x));
-      case "int":
-        return mkInt(Math.floor(x));
-      case "float":
-        return mkFloat(x);
-      case "string":
-        return output(v);
-    }
-    throw new Error(`Unknown NumericValue filter: ${name}`);
-  }
-  if (isObject(v)) {
-    switch (name) {
-      case "items":
-        return items(v);
-      case "length":
-        return Object.keys(v).length;
-      case "keys":
-        return Object.keys(v);
-      case "values":
-        return Object.keys(v).map((k) => v[k]);
-    }
-    throw new Error(`Unknown ObjectValue filter: ${name}`);
-  }
-  if (typeof v === "boolean") {
-    switch (name) {
-      case "bool":
-        return v;
-      case "int":
-        return v ? 1 : 0;
-      case "float":
-        return new JFloat(v ? 1 : 0);
-      case "string":
-        return v ? "true" : "false";
-    }
-    throw new Error(`Unknown BooleanValue filter: ${name}`);
-  }
+  if (Array.isArray(v)) return arrayFilter(name, v);
+  if (typeof v === "string") return stringFilter(name, v);
+  if (isNumber(v)) return numberFilter(name, v);
+  if (isObject(v)) return objectFilter(name, v);
+  if (typeof v === "boolean") return booleanFilter(name, v);
   throw new Error(`Cannot apply filter "${name}" to type: ${typeName(v)}`);
+}
+
+function arrayFilter(name: string, v: unknown[]): unknown {
+  switch (name) {
+    case "list":
+      return v;
+    case "first":
+      // An empty array gives the library a raw JS undefined, which it then handles unevenly.
+      return v.length > 0 ? v[0] : bail("first of an empty array");
+    case "last":
+      return v.length > 0 ? v[v.length - 1] : bail("last of an empty array");
+    case "length":
+      return v.length;
+    case "reverse":
+      return v.slice().reverse();
+    case "join":
+      return v.map(joinItem).join("");
+    case "string":
+      return toJSON(v, null, 0, false);
+  }
+  throw new Error(`Unknown ArrayValue filter: ${name}`);
+}
+
+function stringFilter(name: string, v: string): unknown {
+  switch (name) {
+    case "length":
+      return v.length;
+    case "upper":
+      return v.toUpperCase();
+    case "lower":
+      return v.toLowerCase();
+    case "title":
+      return titleCase(v);
+    case "capitalize":
+      return v.charAt(0).toUpperCase() + v.slice(1);
+    case "trim":
+      return v.trim();
+    case "join":
+    case "string":
+      return v;
+    case "int": {
+      const parsed = parseInt(v, 10);
+      return isNaN(parsed) ? 0 : mkInt(parsed);
+    }
+    case "float": {
+      const parsed = parseFloat(v);
+      return isNaN(parsed) ? new JFloat(0) : mkFloat(parsed);
+    }
+  }
+  throw new Error(`Unknown StringValue filter: ${name}`);
+}
+
+function numberFilter(name: string, v: unknown): unknown {
+  const x = num(v);
+  switch (name) {
+    case "abs":
+      return isFloat(v) ? mkFloat(Math.abs(x)) : mkInt(Math.abs(x));
+    case "int":
+      return mkInt(Math.floor(x));
+    case "float":
+      return mkFloat(x);
+    case "string":
+      return output(v);
+  }
+  throw new Error(`Unknown NumericValue filter: ${name}`);
+}
+
+function objectFilter(name: string, v: Record<string, unknown>): unknown {
+  switch (name) {
+    case "items":
+      return items(v);
+    case "length":
+      return Object.keys(v).length;
+    case "keys":
+      return Object.keys(v);
+    case "values":
+      return Object.keys(v).map((k) => v[k]);
+  }
+  throw new Error(`Unknown ObjectValue filter: ${name}`);
+}
+
+function booleanFilter(name: string, v: boolean): unknown {
+  switch (name) {
+    case "bool":
+      return v;
+    case "int":
+      return v ? 1 : 0;
+    case "float":
+      return new JFloat(v ? 1 : 0);
+    case "string":
+      return v ? "true" : "false";
+  }
+  throw new Error(`Unknown BooleanValue filter: ${name}`);
 }
 
 /** The compiled render of a parsed template (`new Template(source).parsed`); throws NotCompilable. */

@@ -114,17 +114,7 @@ export class ChatModel {
         cause: err,
       });
     }
-    try {
-      this.template = compileTemplate(files.chatTemplate, {
-        // The render itself is the library's from then on, so only speed is lost; say it once, for a bug report.
-        onMismatch: (message) =>
-          process.stderr.write(`warning: ${files.chatTemplateFile}: the compiled chat template renders with @huggingface/jinja from now on: ${message}\n`),
-      });
-    } catch (err) {
-      throw new InputError(`${files.chatTemplateFile}: chat_template does not parse (${(err as Error).message})`, {
-        cause: err,
-      });
-    }
+    this.template = loadTemplate(files);
 
     // Added tokens are atomic: the tokenizer never splits them. Those flagged `special` are the control tokens that
     // skip_special_tokens removes. tokenizer_config.json's added_tokens_decoder may refine the flags.
@@ -404,6 +394,21 @@ export class ChatModel {
     } catch {
       return "";
     }
+  }
+}
+
+/** The folder's template, compiled and checked (jinja-compile.ts); a template that does not parse is the user's to fix. */
+function loadTemplate(files: ModelFiles): TemplateRenderer {
+  try {
+    return compileTemplate(files.chatTemplate, {
+      // The render itself is the library's from then on, so only speed is lost; say it once, for a bug report.
+      onMismatch: (message) =>
+        process.stderr.write(`warning: ${files.chatTemplateFile}: the compiled chat template renders with @huggingface/jinja from now on: ${message}\n`),
+    });
+  } catch (err) {
+    throw new InputError(`${files.chatTemplateFile}: chat_template does not parse (${(err as Error).message})`, {
+      cause: err,
+    });
   }
 }
 
