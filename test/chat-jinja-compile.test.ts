@@ -4,24 +4,15 @@
  * compare the two on the real templates and conversations, and on small templates for each construct compiled; they
  * pin what does not compile, and that the run-time checks switch a template to the library on a difference.
  */
-import { readFileSync } from "node:fs";
-import path from "node:path";
 import { describe, expect, it, vi } from "vitest";
 import { Template as LibraryTemplate } from "@huggingface/jinja";
 import { compileTemplate, compileUnchecked } from "../src/chat/jinja-compile.js";
 import { normalizeForTemplate, type ChatMessage } from "../src/chat/messages.js";
-import { FIXTURES_DIR, QWEN3_DIR } from "./fixtures/templates/materialize.js";
+import { FIXTURE_CONVERSATIONS, FIXTURE_TEMPLATES } from "./fixtures/templates/materialize.js";
 
-const templateOf = (dir: string): string => JSON.parse(readFileSync(path.join(dir, "tokenizer_config.json"), "utf8")).chat_template;
-const TEMPLATES: Record<string, string> = {
-  qwen3: templateOf(QWEN3_DIR),
-  "qwen25-style": templateOf(path.join(FIXTURES_DIR, "qwen25-style")),
-  "llama3-style": templateOf(path.join(FIXTURES_DIR, "llama3-style")),
-};
-const { tools, conversations } = JSON.parse(readFileSync(path.join(FIXTURES_DIR, "conversations.json"), "utf8")) as {
-  tools: Record<string, unknown>[];
-  conversations: Record<string, ChatMessage[]>;
-};
+const TEMPLATES: Record<string, string> = FIXTURE_TEMPLATES;
+const { tools } = FIXTURE_CONVERSATIONS;
+const conversations = FIXTURE_CONVERSATIONS.conversations as Record<string, ChatMessage[]>;
 
 type Outcome = { text: string } | { error: true };
 function outcome(render: () => string): Outcome {

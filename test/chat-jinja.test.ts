@@ -5,25 +5,17 @@
  */
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
-import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { Template as LibraryTemplate } from "@huggingface/jinja";
 import { jinja, rewriteRuntimeValues, Template } from "../src/chat/jinja.js";
-import { FIXTURES_DIR, QWEN3_DIR } from "./fixtures/templates/materialize.js";
+import { FIXTURE_CONVERSATIONS, FIXTURE_TEMPLATES } from "./fixtures/templates/materialize.js";
 
 const require = createRequire(import.meta.url);
 const librarySource = readFileSync(require.resolve("@huggingface/jinja"), "utf8");
 
-const templateOf = (dir: string): string => JSON.parse(readFileSync(path.join(dir, "tokenizer_config.json"), "utf8")).chat_template;
-const TEMPLATES: Record<string, string> = {
-  qwen3: templateOf(QWEN3_DIR),
-  "qwen25-style": templateOf(path.join(FIXTURES_DIR, "qwen25-style")),
-  "llama3-style": templateOf(path.join(FIXTURES_DIR, "llama3-style")),
-};
-const { tools, conversations } = JSON.parse(readFileSync(path.join(FIXTURES_DIR, "conversations.json"), "utf8")) as {
-  tools: unknown[];
-  conversations: Record<string, unknown[]>;
-};
+const TEMPLATES: Record<string, string> = FIXTURE_TEMPLATES;
+const { tools } = FIXTURE_CONVERSATIONS;
+const conversations = FIXTURE_CONVERSATIONS.conversations as Record<string, unknown[]>;
 
 describe("the rewritten jinja runtime", () => {
   it("is in use for the installed @huggingface/jinja (a version bump that breaks the rewrite fails here)", () => {
