@@ -366,14 +366,16 @@ class Compiler {
       else for (let j = 0; j < n; j++) frame[slots[j]!] = (current as unknown[])[j];
     };
     return (S) => {
-      const kept = test
-        ? (current: unknown) => {
-            const testFrame: unknown[] = new Array(testNames.size);
-            bind(testFrame, testSlots, current);
-            S[depth] = testFrame;
-            return truthy(test(S));
-          }
-        : undefined;
+      let kept: ((current: unknown) => boolean) | undefined;
+      if (test) {
+        // One frame for the filter's every item: it sees the loop variables only.
+        const testFrame: unknown[] = new Array(testNames.size);
+        kept = (current) => {
+          bind(testFrame, testSlots, current);
+          S[depth] = testFrame;
+          return truthy(test(S));
+        };
+      }
       const list = loopItems(iterable(S), tuple ? n : undefined, kept);
       const frame: unknown[] = new Array(size).fill(ABSENT);
       S[depth] = frame;

@@ -123,7 +123,8 @@ export class GatewaySession {
     const cap = request.max_completion_tokens ?? request.max_tokens ?? undefined;
     const stop = request.stop == null ? undefined : typeof request.stop === "string" ? [request.stop] : request.stop;
     const promptTokens = this.run.conversation.totalLength;
-    const top = request.logprobs ? (request.top_logprobs ?? 0) : 0;
+    // checkSupported refused alternatives without logprobs: true.
+    const top = request.top_logprobs ?? 0;
     const generated = await this.api.generate({
       ...(cap ? { maxNewTokens: cap } : {}),
       ...(stop ? { stop } : {}),
