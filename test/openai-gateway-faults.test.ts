@@ -451,7 +451,7 @@ describe("one run with crashing, silent, summarising and probing agents beside o
       expect(probes.get_completions).toEqual(error(405, "method_not_allowed"));
       expect(probes.unknown_route).toEqual(error(404, "unknown_url"));
       expect(probes.outside_v1).toEqual(error(404, "unknown_url"));
-      expect(probes.responses_previous).toEqual(error(400, "unsupported_parameter", "previous_response_id"));
+      expect(probes.responses_previous).toEqual(error(400, "previous_response_not_found", "previous_response_id"));
       expect(probes.responses_hosted_tool).toEqual(error(400, "unsupported_parameter", "tools.0.type"));
       expect(probes.responses_image).toEqual(error(400, "unsupported_parameter", "input.0.content.0.type"));
       expect(probes.responses_format_unknown).toEqual(error(400, "unsupported_parameter", "text.format"));

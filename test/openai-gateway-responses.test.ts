@@ -6,7 +6,7 @@
  */
 import type http from "node:http";
 import { describe, expect, it } from "vitest";
-import { chatRequestOf, ignoredResponsesFields, parseResponsesRequest, responseOf, streamResponse } from "../src/gateway/responses-api.js";
+import { chatRequestOf, ignoredResponsesFields, parseResponsesRequest, ResponseChain, responseOf, streamResponse } from "../src/gateway/responses-api.js";
 import { GatewayError } from "../src/gateway/openai-schema.js";
 import { messageKey, splitReasoning } from "../src/gateway/history.js";
 import type { Completion } from "../src/gateway/session.js";
@@ -85,7 +85,6 @@ describe("a request as the chat request it stands for", () => {
   });
 
   it("refuses what needs state, hosted tools, other parts or formats, naming the field", () => {
-    expect(refusal({ input: "hi", previous_response_id: "resp_1" })).toEqual({ status: 400, code: "unsupported_parameter", param: "previous_response_id" });
     expect(refusal({ input: "hi", conversation: "conv_1" })).toEqual({ status: 400, code: "unsupported_parameter", param: "conversation" });
     expect(refusal({ input: "hi", background: true })).toEqual({ status: 400, code: "unsupported_parameter", param: "background" });
     expect(refusal({ input: "hi", tools: [{ type: "file_search" }] })).toEqual({ status: 400, code: "unsupported_parameter", param: "tools.0.type" });
@@ -110,6 +109,54 @@ const completion = (over: Partial<Completion> = {}): Completion => ({
   finishReason: "tool_calls",
   usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
   ...over,
+});
+
+describe("previous_response_id: a request continuing one of its trajectory's responses", () => {
+  const turn = (id: string, content: string | null, calls: Completion["toolCalls"] = []): Completion => ({
+    id,
+    content,
+    toolCalls: calls,
+    finishReason: calls.length > 0 ? "tool_calls" : "stop",
+    usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+  });
+  const CALL = { id: "call_0_0", type: "function" as const, function: { name: "calc", arguments: '{"answer": "4"}' } };
+
+  it("puts the continued conversation (its input, its reply) between the new instructions and the new input", () => {
+    const chain = new ResponseChain();
+    const first = parseResponsesRequest({ instructions: "Be brief.", input: "2+2?", tools: [TOOL] });
+    chain.remember(first, chain.earlier(first), turn("chatcmpl-k-1", "Checking.", [CALL]));
+    const second = parseResponsesRequest({ previous_response_id: "resp_k-1", instructions: "Be briefer.", input: [{ type: "function_call_output", call_id: "call_0_0", output: "ok" }] });
+    const earlier = chain.earlier(second);
+    expect(chatRequestOf(second, earlier).messages).toEqual([
+      { role: "system", content: "Be briefer." },
+      { role: "user", content: "2+2?" },
+      { role: "assistant", content: "Checking.", tool_calls: [CALL] },
+      { role: "tool", tool_call_id: "call_0_0", content: "ok" },
+    ]);
+    // A chain of three: the third request sees both earlier turns, and the reply's key is the turn's as sent back.
+    chain.remember(second, earlier, { ...turn("chatcmpl-k-2", "#### 4"), reasoning: "It is 4." });
+    const third = parseResponsesRequest({ previous_response_id: "resp_k-2", input: "Sure?" });
+    const messages = chatRequestOf(third, chain.earlier(third)).messages;
+    expect(messages.map((m) => m.role)).toEqual(["user", "assistant", "tool", "assistant", "user"]);
+    expect(messageKey(messages[3]!)).toBe(messageKey({ role: "assistant", content: "#### 4" }));
+  });
+
+  it("an id this trajectory never answered, or answered with store false, is a 400 naming previous_response_id", () => {
+    const chain = new ResponseChain();
+    const unknown = () => chain.earlier(parseResponsesRequest({ previous_response_id: "resp_k-1", input: "hi" }));
+    expect(unknown).toThrow(/Previous response with id 'resp_k-1' not found/);
+    expect(unknown).toThrow(expect.objectContaining({ status: 400, code: "previous_response_not_found", param: "previous_response_id" }));
+    const unstored = parseResponsesRequest({ input: "hi", store: false });
+    chain.remember(unstored, [], turn("chatcmpl-k-1", "hello"));
+    expect(unknown).toThrow(/not found/);
+    expect(chain.earlier(parseResponsesRequest({ input: "hi", previous_response_id: null }))).toEqual([]);
+  });
+
+  it("the response names the response it continued and whether it is kept", () => {
+    const request = parseResponsesRequest({ previous_response_id: "resp_k-1", input: "hi", store: false });
+    expect(responseOf(turn("chatcmpl-k-2", "hello"), request, "policy", 0)).toMatchObject({ id: "resp_k-2", previous_response_id: "resp_k-1", store: false });
+    expect(responseOf(turn("chatcmpl-k-1", "hello"), parseResponsesRequest({ input: "hi" }), "policy", 0)).toMatchObject({ previous_response_id: null, store: true });
+  });
 });
 
 describe("a turn as a response", () => {

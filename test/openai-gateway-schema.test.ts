@@ -121,8 +121,8 @@ describe("response_format as a grammar", () => {
   });
 
   it("goes to SGLang as sampling_params.json_schema", () => {
-    const body = JSON.parse(generateBody([1, 2], { maxNewTokens: 8, jsonSchema: '{"type":"object"}' }, "rid-1"));
+    const body = JSON.parse(generateBody({ inputIds: [1, 2], samplingParams: { maxNewTokens: 8, jsonSchema: '{"type":"object"}' } }, { rid: "rid-1" }));
     expect(body.sampling_params).toMatchObject({ max_new_tokens: 8, json_schema: '{"type":"object"}' });
-    expect(JSON.parse(generateBody([1, 2], { maxNewTokens: 8 }, "rid-2")).sampling_params).not.toHaveProperty("json_schema");
+    expect(JSON.parse(generateBody({ inputIds: [1, 2], samplingParams: { maxNewTokens: 8 } }, { rid: "rid-2" })).sampling_params).not.toHaveProperty("json_schema");
   });
 });

@@ -32,6 +32,8 @@ const AGENT_LOOPS: Array<[label: string, name: string, loop: Record<string, unkn
   ["the openai npm package's Responses API, streaming", "npm_responses_stream", { kind: "openai", command: ["node", `${AGENTS}/responses-agent.mjs`, "--stream"] }],
   ["the openai Python package's Responses API", "py_responses", { kind: "openai", command: [VENV_PYTHON, `${AGENTS}/responses_agent.py`] }],
   ["the openai Python package's Responses API, streaming", "py_responses_stream", { kind: "openai", command: [VENV_PYTHON, `${AGENTS}/responses_agent.py`, "--stream"] }],
+  ["the openai npm package's Responses API, chained by previous_response_id", "npm_responses_chain", { kind: "openai", command: ["node", `${AGENTS}/responses-agent.mjs`, "--chain"] }],
+  ["the openai Python package's Responses API, streaming, chained by previous_response_id", "py_responses_chain", { kind: "openai", command: [VENV_PYTHON, `${AGENTS}/responses_agent.py`, "--stream", "--chain"] }],
   ["the openai Python package's Responses API, as a function", "py_responses_fn", { kind: "openai", function: `${AGENTS}/responses_agent.py#agent`, python: VENV_PYTHON }],
   ["LangChain's ChatOpenAI", "langchain", { kind: "openai", command: ["node", `${AGENTS}/langchain-agent.mjs`] }],
   ["LangChain's ChatOpenAI, streaming", "langchain_stream", { kind: "openai", command: ["node", `${AGENTS}/langchain-agent.mjs`, "--stream"] }],

@@ -5,6 +5,7 @@
  * code it was in: undici and Node's internals (sockets, timers, promises), agentrl's scheduling between stages, or
  * another library; the garbage collector is its own row.
  */
+import { writeFileSync } from "node:fs";
 import { Session } from "node:inspector/promises";
 
 /** Stage name, then the [function, file] pairs whose samples it takes (innermost stage on the stack wins). */
@@ -48,6 +49,8 @@ export async function profileStages(fn) {
     ({ profile } = await session.post("Profiler.stop"));
     session.disconnect();
   }
+  // BENCH_CPU_PROFILE=FILE keeps the raw profile (.cpuprofile: Chrome DevTools and speedscope open it).
+  if (process.env.BENCH_CPU_PROFILE) writeFileSync(process.env.BENCH_CPU_PROFILE, JSON.stringify(profile));
   return { result, shares: stageShares(profile) };
 }
 

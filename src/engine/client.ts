@@ -273,7 +273,7 @@ export class SglangClient {
           url: `${server}/generate`,
           method: "POST",
           headers: this.headers(true),
-          body: generateBody(req.inputIds, req.samplingParams, rid, req.priority, this.loraAdapter, req.topLogprobs),
+          body: generateBody(req, { rid, loraPath: this.loraAdapter }),
           timeoutMs: this.options.requestTimeoutMs,
           ...(req.signal ? { signal: req.signal } : {}),
         });

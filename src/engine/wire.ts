@@ -4,7 +4,7 @@
  * between versions (spec_*, dp_rank, metric timestamps); only the keys we read are checked.
  */
 import { z } from "zod";
-import type { FinishReason, GenerateResult, ModelInfo, SamplingParams, TopLogprob, UpdateWeightsResult } from "./types.js";
+import type { FinishReason, GenerateRequest, GenerateResult, ModelInfo, SamplingParams, TopLogprob, UpdateWeightsResult } from "./types.js";
 
 const finishReasonSchema = z.union([
   z.looseObject({ type: z.literal("stop"), matched: z.union([z.number().int(), z.string(), z.null()]).optional() }),
@@ -175,22 +175,22 @@ export function toWireSamplingParams(params: SamplingParams): Record<string, unk
   return wire;
 }
 
+/**
+ * The JSON body of one /generate attempt: the request's ids, sampling parameters, priority and top-logprobs count, with
+ * the attempt's `rid` and the client's LoRA adapter (`lora_path`), which are the client's and not the request's.
+ */
 export function generateBody(
-  inputIds: number[],
-  params: SamplingParams,
-  rid: string,
-  priority?: number,
-  loraPath?: string | null,
-  topLogprobs?: number,
+  req: Pick<GenerateRequest, "inputIds" | "samplingParams" | "priority" | "topLogprobs">,
+  attempt: { rid: string; loraPath?: string | null },
 ): string {
   return JSON.stringify({
-    input_ids: inputIds,
-    sampling_params: toWireSamplingParams(params),
-    rid,
+    input_ids: req.inputIds,
+    sampling_params: toWireSamplingParams(req.samplingParams),
+    rid: attempt.rid,
     return_logprob: true,
-    ...(priority === undefined ? {} : { priority }),
-    ...(loraPath ? { lora_path: loraPath } : {}),
-    ...(topLogprobs ? { top_logprobs_num: topLogprobs } : {}),
+    ...(req.priority === undefined ? {} : { priority: req.priority }),
+    ...(attempt.loraPath ? { lora_path: attempt.loraPath } : {}),
+    ...(req.topLogprobs ? { top_logprobs_num: req.topLogprobs } : {}),
   });
 }
 

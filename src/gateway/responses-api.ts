@@ -4,8 +4,9 @@
  * and `input` items become the chat messages they stand for (a function_call item joins the assistant message
  * before it, a function_call_output item is a tool message), its function tools the chat tools, and the turn the
  * session samples comes back as output items (a message with its text, a function_call per call), whole or as the
- * SSE events the SDKs assemble. Nothing is stored: a request carries its whole history, as the Agents SDK sends it;
- * `previous_response_id` and other server-side state are refused.
+ * SSE events the SDKs assemble. A request carries its whole history, as the Agents SDK sends it, or continues one of
+ * its trajectory's earlier responses by `previous_response_id` (ResponseChain); other server-side state
+ * (`conversation`, stored prompts, background responses) is refused.
  */
 import type http from "node:http";
 import { z } from "zod";
@@ -44,6 +45,7 @@ export const responsesRequestSchema = z.looseObject({
   temperature: z.number().nullish(),
   top_p: z.number().nullish(),
   previous_response_id: z.string().nullish(),
+  store: z.boolean().nullish(),
   text: z.looseObject({ format: z.looseObject({ type: z.string() }).optional() }).nullish(),
   include: z.array(z.string()).nullish(),
   top_logprobs: z.number().int().min(0).max(MAX_TOP_LOGPROBS).nullish(),
@@ -55,11 +57,10 @@ type InputItem = Exclude<ResponsesRequest["input"], string>[number];
 const QUIET_FIELDS = new Set([
   "model", "input", "instructions", "tools", "tool_choice", "stream", "max_output_tokens", "temperature", "top_p",
   "parallel_tool_calls", "store", "metadata", "user", "text", "include", "service_tier", "prompt_cache_key",
-  "safety_identifier", "top_logprobs",
+  "safety_identifier", "top_logprobs", "previous_response_id",
 ]);
 /** Fields that need state or features the gateway does not have: refused, as OpenAI refuses what it cannot do. */
 const REFUSED_FIELDS: Record<string, string> = {
-  previous_response_id: "the gateway keeps no responses: send the whole conversation as `input` (store is not kept)",
   conversation: "the gateway keeps no conversations: send the whole conversation as `input`",
   prompt: "stored prompt templates are not available on the gateway",
   background: "background responses are not supported: every request waits for its turn",
@@ -107,9 +108,14 @@ export function ignoredResponsesFields(body: Record<string, unknown>): string[] 
   return ignoredFields(body, UNNOTED_FIELDS);
 }
 
-/** The chat-completions request a Responses request stands for; the session samples it like any other. */
-export function chatRequestOf(request: ResponsesRequest): ChatCompletionRequest {
-  const messages = chatMessagesOf(request);
+/**
+ * The chat-completions request a Responses request stands for; the session samples it like any other. `earlier` is
+ * the conversation of the response it continues (`previous_response_id`, ResponseChain): the request's instructions,
+ * then that conversation, then its own input.
+ */
+export function chatRequestOf(request: ResponsesRequest, earlier: readonly RequestMessage[] = []): ChatCompletionRequest {
+  const messages = [...(request.instructions ? [{ role: "system" as const, content: request.instructions }] : []), ...earlier, ...inputMessagesOf(request)];
+  if (messages.length === 0) throw new GatewayError(400, "input: nothing to answer (no message in it)", "invalid_request", "input");
   const tools = (request.tools ?? []).map((tool, index) => {
     if (tool.type !== "function") {
       throw new GatewayError(400, `tools[${index}]: ${tool.type} tools are not available on the gateway; declare function tools and run them in the agent`, "unsupported_parameter", `tools.${index}.type`);
@@ -143,14 +149,12 @@ export function chatRequestOf(request: ResponsesRequest): ChatCompletionRequest 
 }
 
 /**
- * `instructions` as the system message, then each input item as the chat message it stands for: a message as itself
- * (text parts joined), a function_call added to the assistant message right before it (or opening one without
- * text), a function_call_output as a tool message. Reasoning items are the model's own text, which the gateway never
- * returns as such: skipped.
+ * Each input item as the chat message it stands for: a message as itself (text parts joined), a function_call added
+ * to the assistant message right before it (or opening one without text), a function_call_output as a tool message.
+ * Reasoning items are the model's own text, which the gateway never returns as such: skipped.
  */
-function chatMessagesOf(request: ResponsesRequest): RequestMessage[] {
+export function inputMessagesOf(request: ResponsesRequest): RequestMessage[] {
   const messages: RequestMessage[] = [];
-  if (request.instructions) messages.push({ role: "system", content: request.instructions });
   const items: InputItem[] = typeof request.input === "string" ? [{ role: "user", content: request.input }] : request.input;
   items.forEach((item, index) => {
     if ("role" in item && (item.type === undefined || item.type === "message")) {
@@ -169,7 +173,6 @@ function chatMessagesOf(request: ResponsesRequest): RequestMessage[] {
       throw new GatewayError(400, `input[${index}]: ${item.type} items are not supported by the gateway (messages, function_call, function_call_output and reasoning are)`, "unsupported_parameter", `input.${index}.type`);
     }
   });
-  if (messages.length === 0) throw new GatewayError(400, "input: nothing to answer (no message in it)", "invalid_request", "input");
   return messages;
 }
 
@@ -188,6 +191,9 @@ function textOf(content: z.infer<typeof textSchema>, param: string): string {
 
 type OutputItem = Record<string, unknown> & { type: string; id: string };
 
+/** A turn's response id: its chat completion's, under the Responses API's prefix. */
+const responseIdOf = (completion: Completion): string => completion.id.replace(/^chatcmpl-/, "resp_");
+
 /** The response object for a completed turn (status `incomplete` when max_output_tokens or a budget cut it). */
 export function responseOf(completion: Completion, request: ResponsesRequest, model: string, createdAt: number): Record<string, unknown> {
   const incomplete = completion.finishReason === "length";
@@ -203,13 +209,15 @@ export function responseOf(completion: Completion, request: ResponsesRequest, mo
     output.push({ type: "function_call", id: `fc_${call.id}`, call_id: call.id, name: call.function.name, arguments: call.function.arguments, status: "completed" });
   }
   return {
-    id: completion.id.replace(/^chatcmpl-/, "resp_"),
+    id: responseIdOf(completion),
     object: "response",
     created_at: createdAt,
     status: incomplete ? "incomplete" : "completed",
     error: null,
     incomplete_details: incomplete ? { reason: "max_output_tokens" } : null,
     instructions: request.instructions ?? null,
+    previous_response_id: request.previous_response_id ?? null,
+    store: request.store !== false,
     max_output_tokens: request.max_output_tokens ?? null,
     model,
     output,
@@ -262,4 +270,38 @@ export function streamResponse(res: http.ServerResponse, response: Record<string
   });
   send(response.status === "incomplete" ? "response.incomplete" : "response.completed", { response });
   res.end();
+}
+
+/**
+ * The responses of one trajectory that a later request may continue (`previous_response_id`), as OpenAI's stored
+ * responses are continued: the continued response's conversation (its input and the earlier ones it continued,
+ * without their instructions, and its output as the assistant message) comes before the new request's input, under
+ * the new request's own instructions. Kept for the trajectory's life, so a chain never reaches another episode's
+ * responses; a response asked for with `store: false` is not kept, as OpenAI keeps none.
+ */
+export class ResponseChain {
+  private readonly conversations = new Map<string, readonly RequestMessage[]>();
+
+  /** The conversation `request` continues: empty without previous_response_id; a 400 for an id this trajectory never answered. */
+  earlier(request: ResponsesRequest): readonly RequestMessage[] {
+    const id = request.previous_response_id;
+    if (id === undefined || id === null) return [];
+    const conversation = this.conversations.get(id);
+    if (conversation === undefined) {
+      throw new GatewayError(400, `Previous response with id '${id}' not found: this trajectory answered no such response, or it was asked for with store: false`, "previous_response_not_found", "previous_response_id");
+    }
+    return conversation;
+  }
+
+  /** Keeps `response`'s conversation: `earlier`, the request's input, the turn's reply. */
+  remember(request: ResponsesRequest, earlier: readonly RequestMessage[], completion: Completion): void {
+    if (request.store === false) return;
+    const reply: RequestMessage = {
+      role: "assistant",
+      content: completion.content ?? "",
+      ...(completion.reasoning !== undefined ? { reasoning_content: completion.reasoning } : {}),
+      ...(completion.toolCalls.length > 0 ? { tool_calls: completion.toolCalls } : {}),
+    };
+    this.conversations.set(responseIdOf(completion), [...earlier, ...inputMessagesOf(request), reply]);
+  }
 }

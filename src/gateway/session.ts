@@ -4,6 +4,7 @@
  * primitives every agent loop uses, and answers with that turn parsed into OpenAI's message shape. Requests of one
  * trajectory run one at a time, in arrival order.
  */
+import { ResponseChain } from "./responses-api.js";
 import type { ChatMessage, Conversation, ToolCall, ToolSchema } from "../chat/index.js";
 import type { TopLogprob } from "../engine/index.js";
 import type { TrajectoryControl } from "../rollout/agent-loop.js";
@@ -80,6 +81,8 @@ export class GatewaySession {
   private pendingCalls: PendingCall[] = [];
   /** What each segment this session closed needs to be extended again, should a later request continue it. */
   private readonly parked = new Map<ClosedSegment, SegmentState>();
+  /** The Responses API's responses that a later request of this trajectory may continue (previous_response_id). */
+  readonly responses = new ResponseChain();
 
   constructor(
     readonly key: string,
