@@ -190,11 +190,19 @@ describe("a turn as a response", () => {
   });
 
   it("streams created, the items' events in order with rising sequence numbers, then completed with the whole response", () => {
-    const chunks: string[] = [];
-    const res = { writeHead: () => res, write: (chunk: string) => chunks.push(chunk), end: () => undefined } as unknown as http.ServerResponse;
+    // The turn is sampled before its reply starts: the events go out as one body, with its length, in one write.
+    const writes: string[] = [];
+    let headers: Record<string, unknown> = {};
+    const res = {
+      writeHead: (_status: number, sent: Record<string, unknown>) => ((headers = sent), res),
+      write: (chunk: string) => writes.push(chunk),
+      end: (chunk: string) => writes.push(chunk),
+    } as unknown as http.ServerResponse;
     const response = responseOf(completion(), request, "policy", 7);
     streamResponse(res, response);
-    const events = chunks.map((chunk) => {
+    expect(writes).toHaveLength(1);
+    expect(headers).toMatchObject({ "content-type": "text/event-stream; charset=utf-8", "content-length": Buffer.byteLength(writes[0]!) });
+    const events = writes[0]!.split(/(?<=\n\n)/).map((chunk) => {
       const [, type, data] = /^event: (\S+)\ndata: (.*)\n\n$/s.exec(chunk)!;
       const parsed = JSON.parse(data!) as Record<string, unknown>;
       expect(parsed.type).toBe(type);

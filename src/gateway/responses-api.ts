@@ -11,6 +11,7 @@
 import type http from "node:http";
 import { z } from "zod";
 import { formatIssues } from "../zod-issues.js";
+import { sendEventStream } from "./http-reply.js";
 import { GatewayError, ignoredFields, MAX_TOP_LOGPROBS, type ChatCompletionRequest, type RequestMessage } from "./openai-schema.js";
 import type { Completion } from "./session.js";
 
@@ -244,9 +245,9 @@ export function responseOf(completion: Completion, request: ResponsesRequest, mo
  * item done, and `response.completed` (or `response.incomplete`) with the whole response.
  */
 export function streamResponse(res: http.ServerResponse, response: Record<string, unknown>): void {
-  res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", connection: "keep-alive" });
-  let sequence = 0;
-  const send = (type: string, fields: Record<string, unknown>) => res.write(`event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: sequence++, ...fields })}\n\n`);
+  const events: string[] = [];
+  const send = (type: string, fields: Record<string, unknown>) =>
+    events.push(`event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: events.length, ...fields })}\n\n`);
   const started = { ...response, status: "in_progress", output: [], usage: null, incomplete_details: null };
   send("response.created", { response: started });
   send("response.in_progress", { response: started });
@@ -269,7 +270,7 @@ export function streamResponse(res: http.ServerResponse, response: Record<string
     send("response.output_item.done", { output_index: outputIndex, item });
   });
   send(response.status === "incomplete" ? "response.incomplete" : "response.completed", { response });
-  res.end();
+  sendEventStream(res, events);
 }
 
 /**

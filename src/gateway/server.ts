@@ -12,6 +12,7 @@ import type { AddressInfo } from "node:net";
 import { formatIssues } from "../zod-issues.js";
 import { LruMap } from "../lru-map.js";
 import { GatewayError, parseChatCompletionRequest } from "./openai-schema.js";
+import { sendEventStream, sendJson } from "./http-reply.js";
 import { chatRequestOf, ignoredResponsesFields, parseResponsesRequest, responseOf, streamResponse } from "./responses-api.js";
 import type { Completion, GatewaySession, TokenLogprob } from "./session.js";
 
@@ -204,9 +205,9 @@ function assistantMessage(completion: Completion): Record<string, unknown> {
  * one delta, with its index), the finish reason, the usage when asked for, then `[DONE]`.
  */
 function streamCompletion(res: http.ServerResponse, completion: Completion, model: string, created: number, includeUsage: boolean): void {
-  res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", connection: "keep-alive" });
+  const events: string[] = [];
   const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) =>
-    res.write(`data: ${JSON.stringify({ id: completion.id, object: "chat.completion.chunk", created, model, choices, ...extra })}\n\n`);
+    events.push(`data: ${JSON.stringify({ id: completion.id, object: "chat.completion.chunk", created, model, choices, ...extra })}\n\n`);
   const delta = (value: Record<string, unknown>, finishReason: string | null = null, logprobs: unknown = null) =>
     chunk([{ index: 0, delta: value, logprobs, finish_reason: finishReason }], includeUsage ? { usage: null } : {});
   delta({ role: "assistant", content: "" });
@@ -216,13 +217,8 @@ function streamCompletion(res: http.ServerResponse, completion: Completion, mode
   completion.toolCalls.forEach((call, index) => delta({ tool_calls: [{ index, ...call }] }));
   delta({}, completion.finishReason, completion.content ? null : logprobsOf(completion));
   if (includeUsage) chunk([], { usage: completion.usage });
-  res.end("data: [DONE]\n\n");
-}
-
-function sendJson(res: http.ServerResponse, status: number, body: unknown): void {
-  const text = JSON.stringify(body);
-  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
-  res.end(text);
+  events.push("data: [DONE]\n\n");
+  sendEventStream(res, events);
 }
 
 async function readJsonBody(req: http.IncomingMessage): Promise<Record<string, unknown>> {
