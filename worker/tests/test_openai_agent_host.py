@@ -1,7 +1,7 @@
 """agentrl_worker.openai_agent_host: Python agent functions for the OpenAI gateway, many trajectories in one process.
 
 A stub chat-completions server stands in for the gateway: each trajectory's client must reach its own base URL with
-its own key, sync and async functions alike, over the host's shared connection pool.
+its own key, sync and async functions alike, each over a connection pool of its own that is closed when it returns.
 """
 
 from __future__ import annotations
@@ -42,6 +42,11 @@ class _Gateway(BaseHTTPRequestHandler):
 
 def _run_host(agent_file: Path, target: str, requests: list[dict], env: dict[str, str] | None = None) -> tuple[dict, list[dict]]:
     """Sends `requests`, reads one reply per request, then shuts the host down (shutdown cancels what still runs)."""
+    return _run_host_in_phases(agent_file, target, [requests], env)
+
+
+def _run_host_in_phases(agent_file: Path, target: str, phases: list[list[dict]], env: dict[str, str] | None = None) -> tuple[dict, list[dict]]:
+    """_run_host with the requests in phases: a phase is sent once every reply of the one before it is in."""
     args = [sys.executable, "-m", "agentrl_worker.openai_agent_host", "--function", f"{agent_file}#{target}"]
     host = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=WORKER_DIR, env=env)
     assert host.stdin is not None and host.stdout is not None
@@ -49,9 +54,11 @@ def _run_host(agent_file: Path, target: str, requests: list[dict], env: dict[str
         hello = json.loads(host.stdout.readline())
         if not hello["ready"]:
             return hello, []
-        host.stdin.write("".join(json.dumps(r) + "\n" for r in requests))
-        host.stdin.flush()
-        replies = [json.loads(host.stdout.readline()) for _ in requests]
+        replies = []
+        for requests in phases:
+            host.stdin.write("".join(json.dumps(r) + "\n" for r in requests))
+            host.stdin.flush()
+            replies += [json.loads(host.stdout.readline()) for _ in requests]
         host.stdin.write(json.dumps({"id": 0, "op": "shutdown"}) + "\n")
         host.stdin.close()
         assert host.wait(timeout=30) == 0
@@ -79,6 +86,22 @@ def _agents(tmp_path: Path) -> Path:
             import os
             return {"reward": 0, "tracing_off": os.environ.get("OPENAI_AGENTS_DISABLE_TRACING")}
 
+        SEEN = []
+
+        def pools(client, row):
+            # The openai client's httpx client: a report row says which of those seen so far are closed and distinct.
+            if row.get("report"):
+                return {"reward": 0, "distinct": len({id(h) for h in SEEN}) == len(SEEN), "closed": [h.is_closed for h in SEEN]}
+            SEEN.append(client._client)
+            return {"reward": 0, "said": client.chat.completions.create(model="policy", messages=[{"role": "user", "content": row["q"]}]).choices[0].message.content}
+
+        async def pools_async(client, row):
+            if row.get("report"):
+                return pools(client, row)
+            SEEN.append(client._client)
+            reply = await client.chat.completions.create(model="policy", messages=[{"role": "user", "content": row["q"]}])
+            return {"reward": 0, "said": reply.choices[0].message.content}
+
         NOT_A_FUNCTION = 3
         """
     ))
@@ -98,6 +121,23 @@ def test_each_trajectory_reaches_its_own_url_with_its_own_key_sync_and_async(tmp
             results = {r["id"]: r for r in replies}
             assert results == {i: {"id": i, "ok": True, "result": {"reward": reward, "said": f"echo q{i}"}} for i in (1, 2, 3)}
         assert sorted(_Gateway.seen) == sorted([(f"/t/key{i}/v1/chat/completions", f"Bearer key{i}") for i in (1, 2, 3)] * 2)
+    finally:
+        server.shutdown()
+
+
+def test_each_trajectory_has_a_connection_pool_of_its_own_closed_when_its_agent_returns(tmp_path: Path) -> None:
+    # One pool shared by every trajectory made each request's CPU grow with the trajectories in flight
+    # (bench/agent-host-clients.py).
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Gateway)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        for target in ("pools", "pools_async"):
+            runs = [{"id": i, "op": "run", "base_url": f"{base}/t/key{i}/v1", "api_key": f"key{i}", "row": {"q": f"q{i}"}} for i in (1, 2, 3)]
+            report = [{"id": 4, "op": "run", "base_url": f"{base}/t/key4/v1", "api_key": "key4", "row": {"report": True}}]
+            _, replies = _run_host_in_phases(_agents(tmp_path), target, [runs, report])
+            assert sorted(r["id"] for r in replies if r["ok"]) == [1, 2, 3, 4]
+            assert replies[-1]["result"] == {"reward": 0, "distinct": True, "closed": [True, True, True]}
     finally:
         server.shutdown()
 
