@@ -265,9 +265,20 @@ class TrajectoryAgent implements TrajectoryControl {
     const topLogprobs: TopLogprob[][] | undefined = options.topLogprobs ? [] : undefined;
     const finish = this.end(await sampleAssistantTurn(this.run, options, topLogprobs));
     const ids = this.run.conversation.tokenIds.slice(before);
-    const text = this.run.ctx.model.decode(ids, { skipSpecialTokens: true });
+    const model = this.run.ctx.model;
+    let text: string | undefined;
     const finishReason = this.run.log.assistantFinish.length > turns ? this.run.log.assistantFinish.at(-1)! : null;
-    return { ids, text, finishReason, ...(finish ? { finish } : {}), ...(topLogprobs ? { topLogprobs } : {}) };
+    return {
+      ids,
+      // Decoded on first read: the built-in loops never read it, and a decode per turn was a visible share of the
+      // client's CPU on distinct conversations (bench/rollout-overhead.mjs).
+      get text() {
+        return (text ??= model.decode(ids, { skipSpecialTokens: true }));
+      },
+      finishReason,
+      ...(finish ? { finish } : {}),
+      ...(topLogprobs ? { topLogprobs } : {}),
+    };
   }
 
   parseToolCalls(): ParseResult | undefined {
