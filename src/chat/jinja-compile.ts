@@ -172,30 +172,6 @@ function evalArgs(args: Args): Call {
   };
 }
 
-const IDENTIFIER_FILTERS = new Set([
-  "safe",
-  "tojson",
-  "list",
-  "first",
-  "last",
-  "length",
-  "reverse",
-  "join",
-  "string",
-  "upper",
-  "lower",
-  "title",
-  "capitalize",
-  "trim",
-  "int",
-  "float",
-  "abs",
-  "items",
-  "keys",
-  "values",
-  "bool",
-]);
-
 const TESTS = new Map<string, (v: unknown) => boolean>([
   ["boolean", (v) => typeof v === "boolean"],
   // No value this file produces is a function (methods read as values bail).
@@ -901,108 +877,107 @@ function binaryOp(op: string, l: unknown, r: unknown): unknown {
 }
 
 /** applyFilter with an Identifier filter, by the operand's type. */
+/** The filters a value of one type takes by name alone (`x | length`), with the library's name for the type. */
+interface FilterTable<T> {
+  type: string;
+  filters: ReadonlyMap<string, (v: T) => unknown>;
+}
+
+const ARRAY_FILTERS: FilterTable<unknown[]> = {
+  type: "ArrayValue",
+  filters: new Map<string, (v: unknown[]) => unknown>([
+    ["list", (v) => v],
+    // An empty array gives the library a raw JS undefined, which it then handles unevenly.
+    ["first", (v) => (v.length > 0 ? v[0] : bail("first of an empty array"))],
+    ["last", (v) => (v.length > 0 ? v[v.length - 1] : bail("last of an empty array"))],
+    ["length", (v) => v.length],
+    ["reverse", (v) => v.slice().reverse()],
+    ["join", (v) => v.map(joinItem).join("")],
+    ["string", (v) => toJSON(v, null, 0, false)],
+  ]),
+};
+
+const STRING_FILTERS: FilterTable<string> = {
+  type: "StringValue",
+  filters: new Map<string, (v: string) => unknown>([
+    ["length", (v) => v.length],
+    ["upper", (v) => v.toUpperCase()],
+    ["lower", (v) => v.toLowerCase()],
+    ["title", (v) => titleCase(v)],
+    ["capitalize", (v) => v.charAt(0).toUpperCase() + v.slice(1)],
+    ["trim", (v) => v.trim()],
+    ["join", (v) => v],
+    ["string", (v) => v],
+    [
+      "int",
+      (v) => {
+        const parsed = parseInt(v, 10);
+        return isNaN(parsed) ? 0 : mkInt(parsed);
+      },
+    ],
+    [
+      "float",
+      (v) => {
+        const parsed = parseFloat(v);
+        return isNaN(parsed) ? new JFloat(0) : mkFloat(parsed);
+      },
+    ],
+  ]),
+};
+
+const NUMBER_FILTERS: FilterTable<unknown> = {
+  type: "NumericValue",
+  filters: new Map<string, (v: unknown) => unknown>([
+    ["abs", (v) => (isFloat(v) ? mkFloat(Math.abs(num(v))) : mkInt(Math.abs(num(v))))],
+    ["int", (v) => mkInt(Math.floor(num(v)))],
+    ["float", (v) => mkFloat(num(v))],
+    ["string", (v) => output(v)],
+  ]),
+};
+
+const OBJECT_FILTERS: FilterTable<Record<string, unknown>> = {
+  type: "ObjectValue",
+  filters: new Map<string, (v: Record<string, unknown>) => unknown>([
+    ["items", (v) => items(v)],
+    ["length", (v) => Object.keys(v).length],
+    ["keys", (v) => Object.keys(v)],
+    ["values", (v) => Object.keys(v).map((k) => v[k])],
+  ]),
+};
+
+const BOOLEAN_FILTERS: FilterTable<boolean> = {
+  type: "BooleanValue",
+  filters: new Map<string, (v: boolean) => unknown>([
+    ["bool", (v) => v],
+    ["int", (v) => (v ? 1 : 0)],
+    ["float", (v) => new JFloat(v ? 1 : 0)],
+    ["string", (v) => (v ? "true" : "false")],
+  ]),
+};
+
+/** The filters that compile by name alone: every type's, and safe and tojson, which take any value. */
+const IDENTIFIER_FILTERS: ReadonlySet<string> = new Set([
+  "safe",
+  "tojson",
+  ...[ARRAY_FILTERS, STRING_FILTERS, NUMBER_FILTERS, OBJECT_FILTERS, BOOLEAN_FILTERS].flatMap((table) => [...table.filters.keys()]),
+]);
+
 function identifierFilter(name: string, v: unknown): unknown {
   if (name === "safe") return v;
   if (name === "tojson") return toJSON(v, null, 0, true);
-  if (Array.isArray(v)) return arrayFilter(name, v);
-  if (typeof v === "string") return stringFilter(name, v);
-  if (isNumber(v)) return numberFilter(name, v);
-  if (isObject(v)) return objectFilter(name, v);
-  if (typeof v === "boolean") return booleanFilter(name, v);
+  if (Array.isArray(v)) return applyFilter(ARRAY_FILTERS, name, v);
+  if (typeof v === "string") return applyFilter(STRING_FILTERS, name, v);
+  if (isNumber(v)) return applyFilter(NUMBER_FILTERS, name, v);
+  if (isObject(v)) return applyFilter(OBJECT_FILTERS, name, v);
+  if (typeof v === "boolean") return applyFilter(BOOLEAN_FILTERS, name, v);
   throw new Error(`Cannot apply filter "${name}" to type: ${typeName(v)}`);
 }
 
-function arrayFilter(name: string, v: unknown[]): unknown {
-  switch (name) {
-    case "list":
-      return v;
-    case "first":
-      // An empty array gives the library a raw JS undefined, which it then handles unevenly.
-      return v.length > 0 ? v[0] : bail("first of an empty array");
-    case "last":
-      return v.length > 0 ? v[v.length - 1] : bail("last of an empty array");
-    case "length":
-      return v.length;
-    case "reverse":
-      return v.slice().reverse();
-    case "join":
-      return v.map(joinItem).join("");
-    case "string":
-      return toJSON(v, null, 0, false);
-  }
-  throw new Error(`Unknown ArrayValue filter: ${name}`);
-}
-
-function stringFilter(name: string, v: string): unknown {
-  switch (name) {
-    case "length":
-      return v.length;
-    case "upper":
-      return v.toUpperCase();
-    case "lower":
-      return v.toLowerCase();
-    case "title":
-      return titleCase(v);
-    case "capitalize":
-      return v.charAt(0).toUpperCase() + v.slice(1);
-    case "trim":
-      return v.trim();
-    case "join":
-    case "string":
-      return v;
-    case "int": {
-      const parsed = parseInt(v, 10);
-      return isNaN(parsed) ? 0 : mkInt(parsed);
-    }
-    case "float": {
-      const parsed = parseFloat(v);
-      return isNaN(parsed) ? new JFloat(0) : mkFloat(parsed);
-    }
-  }
-  throw new Error(`Unknown StringValue filter: ${name}`);
-}
-
-function numberFilter(name: string, v: unknown): unknown {
-  const x = num(v);
-  switch (name) {
-    case "abs":
-      return isFloat(v) ? mkFloat(Math.abs(x)) : mkInt(Math.abs(x));
-    case "int":
-      return mkInt(Math.floor(x));
-    case "float":
-      return mkFloat(x);
-    case "string":
-      return output(v);
-  }
-  throw new Error(`Unknown NumericValue filter: ${name}`);
-}
-
-function objectFilter(name: string, v: Record<string, unknown>): unknown {
-  switch (name) {
-    case "items":
-      return items(v);
-    case "length":
-      return Object.keys(v).length;
-    case "keys":
-      return Object.keys(v);
-    case "values":
-      return Object.keys(v).map((k) => v[k]);
-  }
-  throw new Error(`Unknown ObjectValue filter: ${name}`);
-}
-
-function booleanFilter(name: string, v: boolean): unknown {
-  switch (name) {
-    case "bool":
-      return v;
-    case "int":
-      return v ? 1 : 0;
-    case "float":
-      return new JFloat(v ? 1 : 0);
-    case "string":
-      return v ? "true" : "false";
-  }
-  throw new Error(`Unknown BooleanValue filter: ${name}`);
+/** `v | name` from its type's table; a filter the type lacks throws the library's error. */
+function applyFilter<T>(table: FilterTable<T>, name: string, v: T): unknown {
+  const filter = table.filters.get(name);
+  if (filter === undefined) throw new Error(`Unknown ${table.type} filter: ${name}`);
+  return filter(v);
 }
 
 /** The compiled render of a parsed template (`new Template(source).parsed`); throws NotCompilable. */
