@@ -1,9 +1,10 @@
 /**
- * Python agent functions (`function: agent.py#name`) run in `python -m agentrl_worker.openai_agent_host`: one process
- * imports the function and `openai` once and runs it for every trajectory as an asyncio task with its own client
- * (worker/agentrl_worker/openai_agent_host.py), so a step of a hundred trajectories pays one interpreter start-up,
- * not a hundred. The host runs like the Python agent loop host (the same launch, sandbox and restart on death).
+ * Python agent functions (`function: agent.py#name`) run in `python -m agentrl_worker.openai_agent_host`: a host
+ * imports the function and `openai` once and runs it for many trajectories at once, each an asyncio task with its own
+ * client (worker/agentrl_worker/openai_agent_host.py), so a step of a hundred trajectories pays one interpreter
+ * start-up per host, not a hundred; `hosts` of them share the trajectories. The host runs like the Python agent loop host (the same launch, sandbox and restart on death).
  */
+import { availableParallelism } from "node:os";
 import { z } from "zod";
 import { InputError } from "../errors.js";
 import { RestartingHost, type HostHello, type Launch } from "../process/index.js";
@@ -25,9 +26,13 @@ class FunctionHostProcess extends RunHostProcess<Reply> {
   }
 }
 
-/** One host per function agent, started at load (a function that cannot load stops the run, exit 2), restarted when it dies. */
+/**
+ * The hosts of one function agent (`hosts`, default defaultAgentHosts()), started at load (a function that cannot load
+ * stops the run, exit 2), each restarted when it dies. A trajectory goes to the host with the fewest running: one
+ * process runs its agents' Python on one core, however many it holds at once.
+ */
 export class PythonAgentHost {
-  private readonly host: RestartingHost<FunctionHostProcess>;
+  private readonly hosts: Array<{ host: RestartingHost<FunctionHostProcess>; running: number }>;
 
   private constructor(
     private readonly name: string,
@@ -36,23 +41,42 @@ export class PythonAgentHost {
     private readonly where: string,
     private readonly paths: readonly string[],
   ) {
-    this.host = new RestartingHost(`the Python agent host of ${name}`, (onDead) => this.start(onDead));
+    const count = spec.hosts ?? defaultAgentHosts();
+    this.hosts = Array.from({ length: count }, (_, index) => ({
+      host: new RestartingHost(`the Python agent host${count > 1 ? ` ${index + 1} of ${count}` : ""} of ${name}`, (onDead) => this.start(onDead)),
+      running: 0,
+    }));
   }
 
   static async load(name: string, target: string, spec: OpenaiAgentSpec, where: string, paths: readonly string[]): Promise<PythonAgentHost> {
-    const host = new PythonAgentHost(name, target, spec, where, paths);
-    await host.host.get();
-    return host;
+    const pool = new PythonAgentHost(name, target, spec, where, paths);
+    try {
+      await Promise.all(pool.hosts.map(({ host }) => host.get()));
+    } catch (err) {
+      await pool.close();
+      throw err;
+    }
+    return pool;
+  }
+
+  get size(): number {
+    return this.hosts.length;
   }
 
   async run(baseUrl: string, apiKey: string, row: unknown, signal: AbortSignal): Promise<AgentProcessOutcome> {
-    let host: FunctionHostProcess;
+    const slot = this.hosts.reduce((least, candidate) => (candidate.running < least.running ? candidate : least));
+    slot.running += 1;
     try {
-      host = await this.host.get();
-    } catch (err) {
-      return { ok: false, error: (err as Error).message };
+      let host: FunctionHostProcess;
+      try {
+        host = await slot.host.get();
+      } catch (err) {
+        return { ok: false, error: (err as Error).message };
+      }
+      return await host.run(baseUrl, apiKey, row, signal);
+    } finally {
+      slot.running -= 1;
     }
-    return host.run(baseUrl, apiKey, row, signal);
   }
 
   private start(onDead: () => void): Promise<FunctionHostProcess> {
@@ -70,7 +94,12 @@ export class PythonAgentHost {
     );
   }
 
-  close(): Promise<void> {
-    return this.host.close();
+  async close(): Promise<void> {
+    await Promise.all(this.hosts.map(({ host }) => host.close()));
   }
+}
+
+/** Hosts per Python function agent unless `hosts` says: one per 4 cores (one on a laptop), at most 8. */
+export function defaultAgentHosts(cores = availableParallelism()): number {
+  return Math.min(8, Math.max(1, Math.floor(cores / 4)));
 }
