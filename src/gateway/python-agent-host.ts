@@ -2,12 +2,12 @@
  * Python agent functions (`function: agent.py#name`) run in `python -m agentrl_worker.openai_agent_host`: a host
  * imports the function and `openai` once and runs it for many trajectories at once, each an asyncio task with its own
  * client (worker/agentrl_worker/openai_agent_host.py), so a step of a hundred trajectories pays one interpreter
- * start-up per host, not a hundred; `hosts` of them share the trajectories. The host runs like the Python agent loop host (the same launch, sandbox and restart on death).
+ * start-up per host, not a hundred; `workers` of them share the trajectories. The host runs like the Python agent loop host (the same launch, sandbox and restart on death).
  */
 import { availableParallelism } from "node:os";
 import { z } from "zod";
 import { InputError } from "../errors.js";
-import { RestartingHost, type HostHello, type Launch } from "../process/index.js";
+import { HostPool, type HostHello, type Launch } from "../process/index.js";
 import { startPythonHost, toolHostConfigSchema } from "../tools/index.js";
 import type { OpenaiAgentSpec } from "../rollout/config.js";
 import type { AgentProcessOutcome } from "./agent-process.js";
@@ -27,12 +27,12 @@ class FunctionHostProcess extends RunHostProcess<Reply> {
 }
 
 /**
- * The hosts of one function agent (`hosts`, default defaultAgentHosts()), started at load (a function that cannot load
- * stops the run, exit 2), each restarted when it dies. A trajectory goes to the host with the fewest running: one
- * process runs its agents' Python on one core, however many it holds at once.
+ * The hosts of one function agent (`workers`, default defaultAgentWorkers()): started at load (a function that cannot
+ * load stops the run, exit 2), each restarted when it dies, each trajectory run by the host with the fewest running:
+ * one process runs its agents' Python on one core, however many it holds at once.
  */
 export class PythonAgentHost {
-  private readonly hosts: Array<{ host: RestartingHost<FunctionHostProcess>; running: number }>;
+  private readonly pool: HostPool<FunctionHostProcess>;
 
   private constructor(
     private readonly name: string,
@@ -41,42 +41,20 @@ export class PythonAgentHost {
     private readonly where: string,
     private readonly paths: readonly string[],
   ) {
-    const count = spec.hosts ?? defaultAgentHosts();
-    this.hosts = Array.from({ length: count }, (_, index) => ({
-      host: new RestartingHost(`the Python agent host${count > 1 ? ` ${index + 1} of ${count}` : ""} of ${name}`, (onDead) => this.start(onDead)),
-      running: 0,
-    }));
+    const count = spec.workers ?? defaultAgentWorkers();
+    const labelOf = (index: number) => `the Python agent host${count > 1 ? ` ${index + 1} of ${count}` : ""} of ${name}`;
+    this.pool = new HostPool(count, labelOf, (onDead) => this.start(onDead));
   }
 
   static async load(name: string, target: string, spec: OpenaiAgentSpec, where: string, paths: readonly string[]): Promise<PythonAgentHost> {
-    const pool = new PythonAgentHost(name, target, spec, where, paths);
-    try {
-      await Promise.all(pool.hosts.map(({ host }) => host.get()));
-    } catch (err) {
-      await pool.close();
-      throw err;
-    }
-    return pool;
+    const host = new PythonAgentHost(name, target, spec, where, paths);
+    await host.pool.load();
+    return host;
   }
 
-  get size(): number {
-    return this.hosts.length;
-  }
-
-  async run(baseUrl: string, apiKey: string, row: unknown, signal: AbortSignal): Promise<AgentProcessOutcome> {
-    const slot = this.hosts.reduce((least, candidate) => (candidate.running < least.running ? candidate : least));
-    slot.running += 1;
-    try {
-      let host: FunctionHostProcess;
-      try {
-        host = await slot.host.get();
-      } catch (err) {
-        return { ok: false, error: (err as Error).message };
-      }
-      return await host.run(baseUrl, apiKey, row, signal);
-    } finally {
-      slot.running -= 1;
-    }
+  run(baseUrl: string, apiKey: string, row: unknown, signal: AbortSignal): Promise<AgentProcessOutcome> {
+    // A host that died and cannot start again fails this trajectory with why.
+    return this.pool.run((host) => host.run(baseUrl, apiKey, row, signal), (reason) => ({ ok: false, error: reason.message }));
   }
 
   private start(onDead: () => void): Promise<FunctionHostProcess> {
@@ -94,12 +72,12 @@ export class PythonAgentHost {
     );
   }
 
-  async close(): Promise<void> {
-    await Promise.all(this.hosts.map(({ host }) => host.close()));
+  close(): Promise<void> {
+    return this.pool.close();
   }
 }
 
-/** Hosts per Python function agent unless `hosts` says: one per 4 cores (one on a laptop), at most 8. */
-export function defaultAgentHosts(cores = availableParallelism()): number {
+/** Hosts per Python function agent unless `workers` says: one per 4 cores (one on a laptop), at most 8. */
+export function defaultAgentWorkers(cores = availableParallelism()): number {
   return Math.min(8, Math.max(1, Math.floor(cores / 4)));
 }

@@ -20,3 +20,4 @@ export {
 } from "./json-lines-host.js";
 export { PythonHostProcess, type Launch } from "./python-host-process.js";
 export { RestartingHost } from "./restarting-host.js";
+export { HostPool } from "./host-pool.js";

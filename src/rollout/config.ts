@@ -91,7 +91,7 @@ export const openaiAgentSchema = z
       .describe("none: a plain child process in its own process group; bwrap: bubblewrap, the working folder read-only, a private /tmp, the network shared (the gateway is on loopback)"),
     env: z.record(z.string(), z.string()).default({}).describe("extra environment variables for the agent"),
     python: z.string().min(1).nullable().default(null).describe("the interpreter of a Python function agent (default: agentrl's .venv, else python3)"),
-    hosts: z
+    workers: z
       .number().int().positive().max(64).nullable().default(null)
       .describe("a Python function agent's host processes, which share its trajectories (each runs many at once, its Python on one core); default: one per 4 CPU cores, at most 8"),
     response_format: z
@@ -99,9 +99,9 @@ export const openaiAgentSchema = z
       .describe("a request's response_format json_object/json_schema (Responses: text.format): constrain = the engine's grammar-constrained decoding (SGLang's json_schema; not on the embedded engine), in turns without tools; sample = sampled as without one"),
   })
   .refine((agent) => (agent.command === undefined) !== (agent.function === undefined), { message: "give exactly one of command and function" })
-  .refine((agent) => agent.hosts === null || /\.py(#|$)/.test(agent.function ?? ""), {
-    message: "hosts is for Python function agents (function: file.py#name): a command runs a process per trajectory, a JS function runs in agentrl",
-    path: ["hosts"],
+  .refine((agent) => agent.workers === null || /\.py(#|$)/.test(agent.function ?? ""), {
+    message: "workers is for Python function agents (function: file.py#name): a command runs a process per trajectory, a JS function runs in agentrl",
+    path: ["workers"],
   });
 export type OpenaiAgentSpec = z.infer<typeof openaiAgentSchema>;
 

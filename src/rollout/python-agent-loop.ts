@@ -11,7 +11,7 @@
  */
 import { z } from "zod";
 import { InputError } from "../errors.js";
-import { PythonHostProcess, RestartingHost, type HostHello, type Launch } from "../process/index.js";
+import { HostPool, PythonHostProcess, type HostHello, type Launch } from "../process/index.js";
 import { startPythonHost, toolHostSandboxProblem, type ToolHostConfig } from "../tools/index.js";
 import type { AgentLoop, AgentLoopApi } from "./agent-loop.js";
 import { PRIMITIVES, trajectoryInfo } from "./python-agent-primitives.js";
@@ -112,35 +112,26 @@ class AgentLoopHostProcess extends PythonHostProcess {
 
 /**
  * A Python agent loop: python_host.workers hosts, started now (a loop that cannot load is an InputError), each
- * restarted when it dies; trajectories go to them in turn.
+ * restarted when it dies; each trajectory goes to the host with the fewest running.
  */
 export class PythonAgentLoop {
-  private readonly hosts: Array<RestartingHost<AgentLoopHostProcess>>;
-  private turn = 0;
+  private readonly hosts: HostPool<AgentLoopHostProcess>;
 
   private constructor(private readonly spec: PythonAgentLoopSpec) {
     const label = `the Python agent loop host of ${spec.name}`;
-    this.hosts = Array.from({ length: spec.host.workers }, () => new RestartingHost(label, (onDead) => this.start(onDead)));
+    this.hosts = new HostPool(spec.host.workers, () => label, (onDead) => this.start(onDead));
   }
 
   static async load(spec: PythonAgentLoopSpec): Promise<PythonAgentLoop> {
     const problem = await toolHostSandboxProblem(spec.host);
     if (problem) throw new InputError(`${spec.where}: ${problem}`);
     const loop = new PythonAgentLoop(spec);
-    const started = await Promise.allSettled(loop.hosts.map((host) => host.get()));
-    const failed = started.find((result) => result.status === "rejected");
-    if (failed) {
-      await loop.close();
-      throw failed.reason;
-    }
+    await loop.hosts.load();
     return loop;
   }
 
   /** The loop as the registry runs it. */
-  readonly loop: AgentLoop = async (api) => {
-    const slot = this.turn++ % this.hosts.length;
-    return (await this.hosts[slot]!.get()).run(api);
-  };
+  readonly loop: AgentLoop = (api) => this.hosts.run((host) => host.run(api));
 
   private start(onDead: () => void): Promise<AgentLoopHostProcess> {
     const { spec } = this;
@@ -153,8 +144,8 @@ export class PythonAgentLoop {
     );
   }
 
-  async close(): Promise<void> {
-    await Promise.all(this.hosts.map((host) => host.close()));
+  close(): Promise<void> {
+    return this.hosts.close();
   }
 }
 
