@@ -2,7 +2,8 @@
  * Python agent functions (`function: agent.py#name`) run in `python -m agentrl_worker.openai_agent_host`: a host
  * imports the function and `openai` once and runs it for many trajectories at once, each an asyncio task with its own
  * client (worker/agentrl_worker/openai_agent_host.py), so a step of a hundred trajectories pays one interpreter
- * start-up per host, not a hundred; `workers` of them share the trajectories. The host runs like the Python agent loop host (the same launch, sandbox and restart on death).
+ * start-up per host, not a hundred; `workers` of them share the trajectories. A host runs like the Python agent loop
+ * host (the same launch, sandbox and restart on death).
  */
 import { availableParallelism } from "node:os";
 import { z } from "zod";

@@ -14,10 +14,6 @@ export class HostPool<H extends PythonHostProcess> {
     this.slots = Array.from({ length: count }, (_, index) => ({ host: new RestartingHost(labelOf(index), start), running: 0 }));
   }
 
-  get size(): number {
-    return this.slots.length;
-  }
-
   /** Starts every host; rejects with the first reason one cannot start, the others closed. */
   async load(): Promise<void> {
     const started = await Promise.allSettled(this.slots.map(({ host }) => host.get()));
