@@ -616,6 +616,8 @@ class Trainer:
                 (loss * self.world).backward()
             nll_sum += loss.item() * tokens
             token_sum += mask.sum().item()
+        if self.world == 1:  # nothing to sum over: the collective cost ~2% of a CPU demo SFT step
+            return {"nll_sum": nll_sum, "tokens": token_sum}
         # On the trainer's device: NCCL cannot reduce CPU tensors.
         totals = torch.tensor([nll_sum, token_sum], dtype=torch.float64, device=self.device)
         dist.all_reduce(totals)
