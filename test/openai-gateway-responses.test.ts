@@ -124,32 +124,32 @@ describe("previous_response_id: a request continuing one of its trajectory's res
   it("puts the continued conversation (its input, its reply) between the new instructions and the new input", () => {
     const chain = new ResponseChain();
     const first = parseResponsesRequest({ instructions: "Be brief.", input: "2+2?", tools: [TOOL] });
-    chain.remember(first, chain.earlier(first), turn("chatcmpl-k-1", "Checking.", [CALL]));
+    chain.remember(first, chain.conversationOf(first), turn("chatcmpl-k-1", "Checking.", [CALL]));
     const second = parseResponsesRequest({ previous_response_id: "resp_k-1", instructions: "Be briefer.", input: [{ type: "function_call_output", call_id: "call_0_0", output: "ok" }] });
-    const earlier = chain.earlier(second);
-    expect(chatRequestOf(second, earlier).messages).toEqual([
+    const conversation = chain.conversationOf(second);
+    expect(chatRequestOf(second, conversation).messages).toEqual([
       { role: "system", content: "Be briefer." },
       { role: "user", content: "2+2?" },
       { role: "assistant", content: "Checking.", tool_calls: [CALL] },
       { role: "tool", tool_call_id: "call_0_0", content: "ok" },
     ]);
     // A chain of three: the third request sees both earlier turns, and the reply's key is the turn's as sent back.
-    chain.remember(second, earlier, { ...turn("chatcmpl-k-2", "#### 4"), reasoning: "It is 4." });
+    chain.remember(second, conversation, { ...turn("chatcmpl-k-2", "#### 4"), reasoning: "It is 4." });
     const third = parseResponsesRequest({ previous_response_id: "resp_k-2", input: "Sure?" });
-    const messages = chatRequestOf(third, chain.earlier(third)).messages;
+    const messages = chatRequestOf(third, chain.conversationOf(third)).messages;
     expect(messages.map((m) => m.role)).toEqual(["user", "assistant", "tool", "assistant", "user"]);
     expect(messageKey(messages[3]!)).toBe(messageKey({ role: "assistant", content: "#### 4" }));
   });
 
   it("an id this trajectory never answered, or answered with store false, is a 400 naming previous_response_id", () => {
     const chain = new ResponseChain();
-    const unknown = () => chain.earlier(parseResponsesRequest({ previous_response_id: "resp_k-1", input: "hi" }));
+    const unknown = () => chain.conversationOf(parseResponsesRequest({ previous_response_id: "resp_k-1", input: "hi" }));
     expect(unknown).toThrow(/Previous response with id 'resp_k-1' not found/);
     expect(unknown).toThrow(expect.objectContaining({ status: 400, code: "previous_response_not_found", param: "previous_response_id" }));
     const unstored = parseResponsesRequest({ input: "hi", store: false });
-    chain.remember(unstored, [], turn("chatcmpl-k-1", "hello"));
+    chain.remember(unstored, chain.conversationOf(unstored), turn("chatcmpl-k-1", "hello"));
     expect(unknown).toThrow(/not found/);
-    expect(chain.earlier(parseResponsesRequest({ input: "hi", previous_response_id: null }))).toEqual([]);
+    expect(chain.conversationOf(parseResponsesRequest({ input: "hi", previous_response_id: null }))).toEqual([{ role: "user", content: "hi" }]);
   });
 
   it("the response names the response it continued and whether it is kept", () => {

@@ -110,12 +110,12 @@ export function ignoredResponsesFields(body: Record<string, unknown>): string[] 
 }
 
 /**
- * The chat-completions request a Responses request stands for; the session samples it like any other. `earlier` is
- * the conversation of the response it continues (`previous_response_id`, ResponseChain): the request's instructions,
- * then that conversation, then its own input.
+ * The chat-completions request a Responses request stands for; the session samples it like any other: the request's
+ * instructions, then `conversation` (its input, after the conversation of the response it continues when it names one:
+ * ResponseChain.conversationOf).
  */
-export function chatRequestOf(request: ResponsesRequest, earlier: readonly RequestMessage[] = []): ChatCompletionRequest {
-  const messages = [...(request.instructions ? [{ role: "system" as const, content: request.instructions }] : []), ...earlier, ...inputMessagesOf(request)];
+export function chatRequestOf(request: ResponsesRequest, conversation: readonly RequestMessage[] = inputMessagesOf(request)): ChatCompletionRequest {
+  const messages = [...(request.instructions ? [{ role: "system" as const, content: request.instructions }] : []), ...conversation];
   if (messages.length === 0) throw new GatewayError(400, "input: nothing to answer (no message in it)", "invalid_request", "input");
   const tools = (request.tools ?? []).map((tool, index) => {
     if (tool.type !== "function") {
@@ -283,19 +283,23 @@ export function streamResponse(res: http.ServerResponse, response: Record<string
 export class ResponseChain {
   private readonly conversations = new Map<string, readonly RequestMessage[]>();
 
-  /** The conversation `request` continues: empty without previous_response_id; a 400 for an id this trajectory never answered. */
-  earlier(request: ResponsesRequest): readonly RequestMessage[] {
+  /**
+   * The conversation `request` stands for, its instructions apart: the conversation of the response it continues, if
+   * it names one (a 400 for an id this trajectory never answered), then its own input.
+   */
+  conversationOf(request: ResponsesRequest): RequestMessage[] {
+    const input = inputMessagesOf(request);
     const id = request.previous_response_id;
-    if (id === undefined || id === null) return [];
-    const conversation = this.conversations.get(id);
-    if (conversation === undefined) {
+    if (id === undefined || id === null) return input;
+    const earlier = this.conversations.get(id);
+    if (earlier === undefined) {
       throw new GatewayError(400, `Previous response with id '${id}' not found: this trajectory answered no such response, or it was asked for with store: false`, "previous_response_not_found", "previous_response_id");
     }
-    return conversation;
+    return [...earlier, ...input];
   }
 
-  /** Keeps `response`'s conversation: `earlier`, the request's input, the turn's reply. */
-  remember(request: ResponsesRequest, earlier: readonly RequestMessage[], completion: Completion): void {
+  /** Keeps the conversation of the response `completion` answered: `conversation` (conversationOf), then the reply. */
+  remember(request: ResponsesRequest, conversation: readonly RequestMessage[], completion: Completion): void {
     if (request.store === false) return;
     const reply: RequestMessage = {
       role: "assistant",
@@ -303,6 +307,6 @@ export class ResponseChain {
       ...(completion.reasoning !== undefined ? { reasoning_content: completion.reasoning } : {}),
       ...(completion.toolCalls.length > 0 ? { tool_calls: completion.toolCalls } : {}),
     };
-    this.conversations.set(responseIdOf(completion), [...earlier, ...inputMessagesOf(request), reply]);
+    this.conversations.set(responseIdOf(completion), [...conversation, reply]);
   }
 }

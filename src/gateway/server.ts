@@ -162,12 +162,12 @@ export class Gateway {
     const session = this.session(key);
     const body = await readJsonBody(req);
     const request = parseResponsesRequest(body);
-    const earlier = session.responses.earlier(request);
-    const chatRequest = chatRequestOf(request, earlier);
+    const conversation = session.responses.conversationOf(request);
+    const chatRequest = chatRequestOf(request, conversation);
     session.noteIgnored(ignoredResponsesFields(body));
     const completion = await session.complete(chatRequest, {});
     const response = responseOf(completion, request, this.modelName, Math.floor(Date.now() / 1000));
-    session.responses.remember(request, earlier, completion);
+    session.responses.remember(request, conversation, completion);
     if (request.stream) return streamResponse(res, response);
     sendJson(res, 200, response);
   }
