@@ -876,7 +876,6 @@ function binaryOp(op: string, l: unknown, r: unknown): unknown {
   throw new SyntaxError(`Unknown operator "${op}" between ${typeName(l)} and ${typeName(r)}`);
 }
 
-/** applyFilter with an Identifier filter, by the operand's type. */
 /** The filters a value of one type takes by name alone (`x | length`), with the library's name for the type. */
 interface FilterTable<T> {
   type: string;
@@ -962,19 +961,20 @@ const IDENTIFIER_FILTERS: ReadonlySet<string> = new Set([
   ...[ARRAY_FILTERS, STRING_FILTERS, NUMBER_FILTERS, OBJECT_FILTERS, BOOLEAN_FILTERS].flatMap((table) => [...table.filters.keys()]),
 ]);
 
+/** The library's applyFilter with an Identifier filter, by the operand's type. */
 function identifierFilter(name: string, v: unknown): unknown {
   if (name === "safe") return v;
   if (name === "tojson") return toJSON(v, null, 0, true);
-  if (Array.isArray(v)) return applyFilter(ARRAY_FILTERS, name, v);
-  if (typeof v === "string") return applyFilter(STRING_FILTERS, name, v);
-  if (isNumber(v)) return applyFilter(NUMBER_FILTERS, name, v);
-  if (isObject(v)) return applyFilter(OBJECT_FILTERS, name, v);
-  if (typeof v === "boolean") return applyFilter(BOOLEAN_FILTERS, name, v);
+  if (Array.isArray(v)) return fromTable(ARRAY_FILTERS, name, v);
+  if (typeof v === "string") return fromTable(STRING_FILTERS, name, v);
+  if (isNumber(v)) return fromTable(NUMBER_FILTERS, name, v);
+  if (isObject(v)) return fromTable(OBJECT_FILTERS, name, v);
+  if (typeof v === "boolean") return fromTable(BOOLEAN_FILTERS, name, v);
   throw new Error(`Cannot apply filter "${name}" to type: ${typeName(v)}`);
 }
 
 /** `v | name` from its type's table; a filter the type lacks throws the library's error. */
-function applyFilter<T>(table: FilterTable<T>, name: string, v: T): unknown {
+function fromTable<T>(table: FilterTable<T>, name: string, v: T): unknown {
   const filter = table.filters.get(name);
   if (filter === undefined) throw new Error(`Unknown ${table.type} filter: ${name}`);
   return filter(v);
