@@ -16,6 +16,7 @@ from agentrl_worker.embedded_server.sampling import (
     choose_tokens,
     filter_top_k_top_p,
     parse_sampling_params,
+    sampling_logprobs,
     top_alternatives,
 )
 
@@ -102,7 +103,7 @@ def test_a_seeded_row_draws_the_same_tokens_whatever_shares_its_batch():
 def test_top_alternatives_are_the_most_likely_tokens_of_the_distribution_the_logprobs_come_from():
     logits = torch.tensor([[2.0, 1.0, 0.5, -1.0], [0.0, 3.0, 1.0, 2.0], [1.0, 1.0, 1.0, 1.0]])
     params = [SamplingParams(temperature=0.5), SamplingParams(temperature=0.0), SamplingParams()]
-    tops = top_alternatives(logits, params, [3, 2, 0])
+    tops = top_alternatives(sampling_logprobs(logits, params), [3, 2, 0])
     tempered = torch.log_softmax(logits[0] / 0.5, 0)
     assert [t for _, t in tops[0]] == [0, 1, 2]
     assert [lp for lp, _ in tops[0]] == pytest.approx(tempered[[0, 1, 2]].tolist(), abs=1e-6)
@@ -112,4 +113,4 @@ def test_top_alternatives_are_the_most_likely_tokens_of_the_distribution_the_log
     assert tops[2] is None
     # The sampled token's own logprob is the same number its alternative entry reports.
     (token,), (logprob,) = choose_tokens(logits[:1], params[:1], [torch.Generator().manual_seed(3)])
-    assert dict((t, lp) for lp, t in top_alternatives(logits[:1], params[:1], [4])[0])[token] == pytest.approx(logprob, abs=1e-6)
+    assert dict((t, lp) for lp, t in top_alternatives(sampling_logprobs(logits[:1], params[:1]), [4])[0])[token] == pytest.approx(logprob, abs=1e-6)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Callable
 
 from .sampling import RequestError, SamplingParams, parse_sampling_params
 from .scheduler import Generation
@@ -61,13 +62,21 @@ def parse_generate(body: object, context_length: int, vocab_size: int) -> Genera
     return GenerateRequest(generations=generations, batched=batched or n > 1)
 
 
+def _per_prompt(raw: object, count: int, default: object, valid: Callable[[object], bool], error: str) -> list:
+    """A GenerateReqInput field given once for every prompt or as a list of one per prompt; absent, `default`."""
+    if raw is None:
+        return [default] * count
+    if valid(raw):
+        return [raw] * count
+    if isinstance(raw, list) and len(raw) == count and all(valid(v) for v in raw):
+        return list(raw)
+    raise RequestError(error)
+
+
 def _lora_paths(raw: object, count: int) -> list[str | None]:
     """SGLang's lora_path: one adapter name for every prompt, or one (or null) per prompt."""
-    if raw is None or isinstance(raw, str):
-        return [raw] * count
-    if isinstance(raw, list) and len(raw) == count and all(r is None or isinstance(r, str) for r in raw):
-        return list(raw)
-    raise RequestError(f"lora_path must be an adapter name or a list of {count} names (or nulls).")
+    return _per_prompt(raw, count, None, lambda v: v is None or isinstance(v, str),
+                       f"lora_path must be an adapter name or a list of {count} names (or nulls).")
 
 
 def _priority(raw: object) -> int:
@@ -96,23 +105,13 @@ def _prompts(input_ids: object, vocab_size: int) -> tuple[list[list[int]], bool]
 
 
 def _per_prompt_flags(raw: object, count: int) -> list[bool]:
-    if raw is None or isinstance(raw, bool):
-        return [bool(raw)] * count
-    if isinstance(raw, list) and len(raw) == count and all(isinstance(v, bool) for v in raw):
-        return raw
-    raise RequestError(f"return_logprob must be a boolean or a list of {count} booleans.")
+    return _per_prompt(raw, count, False, lambda v: isinstance(v, bool),
+                       f"return_logprob must be a boolean or a list of {count} booleans.")
 
 
 def _per_prompt_counts(raw: object, count: int) -> list[int]:
-    def valid(v: object) -> bool:
-        return isinstance(v, int) and not isinstance(v, bool) and v >= 0
-    if raw is None:
-        return [0] * count
-    if valid(raw):
-        return [raw] * count
-    if isinstance(raw, list) and len(raw) == count and all(valid(v) for v in raw):
-        return list(raw)
-    raise RequestError(f"top_logprobs_num must be a non-negative integer or a list of {count} of them.")
+    return _per_prompt(raw, count, 0, lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+                       f"top_logprobs_num must be a non-negative integer or a list of {count} of them.")
 
 
 def _sampling_params(raw: object, count: int) -> list[SamplingParams]:

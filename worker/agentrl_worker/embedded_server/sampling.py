@@ -151,19 +151,21 @@ def _tempered(logits: torch.Tensor, params: list[SamplingParams]) -> torch.Tenso
     return logits / temperature.unsqueeze(1)
 
 
-def top_alternatives(
-    logits: torch.Tensor, params: list[SamplingParams], counts: list[int]
-) -> list[list[tuple[float, int]] | None]:
-    """SGLang's top_logprobs_num: per row, its `counts[i]` most likely tokens under the distribution choose_tokens
-    reports logprobs from (same temperature), most likely first, as (logprob, token); None for rows asking none."""
+def sampling_logprobs(logits: torch.Tensor, params: list[SamplingParams]) -> torch.Tensor:
+    """Each row's log-probs under the distribution it samples from (its temperature; greedy rows the raw logits): what
+    choose_tokens reports for the chosen token and top_alternatives for the most likely ones."""
+    return torch.log_softmax(_tempered(logits.float(), params), dim=-1)
+
+
+def top_alternatives(logprobs: torch.Tensor, counts: list[int]) -> list[list[tuple[float, int]] | None]:
+    """SGLang's top_logprobs_num: per row of `logprobs` (sampling_logprobs), its `counts[i]` most likely tokens, most
+    likely first, as (logprob, token); None for rows asking none."""
     out: list[list[tuple[float, int]] | None] = [None] * len(counts)
     wanted = [i for i, k in enumerate(counts) if k > 0]
     if not wanted:
         return out
-    index = torch.tensor(wanted, device=logits.device)
-    rows = logits.float().index_select(0, index)
-    logprobs = torch.log_softmax(_tempered(rows, [params[i] for i in wanted]), dim=-1)
-    values, tokens = torch.topk(logprobs, min(max(counts[i] for i in wanted), logprobs.shape[-1]), dim=-1)
+    rows = logprobs.index_select(0, torch.tensor(wanted, device=logprobs.device))
+    values, tokens = torch.topk(rows, min(max(counts[i] for i in wanted), rows.shape[-1]), dim=-1)
     for j, i in enumerate(wanted):
         k = counts[i]
         out[i] = list(zip(values[j, :k].tolist(), tokens[j, :k].tolist()))
@@ -171,9 +173,13 @@ def top_alternatives(
 
 
 def choose_tokens(
-    logits: torch.Tensor, params: list[SamplingParams], generators: list[torch.Generator | None]
+    logits: torch.Tensor,
+    params: list[SamplingParams],
+    generators: list[torch.Generator | None],
+    logprobs: torch.Tensor | None = None,
 ) -> tuple[list[int], list[float]]:
     """Pick the next token of every row of logits ([rows, vocab]) and return the tokens with their logprobs.
+    `logprobs` is sampling_logprobs(logits, params) when the caller has it already.
 
     Each row draws one uniform number from its own generator, so a seeded generation samples the same tokens
     whatever else shares its batch; the draw itself is inverse-CDF over the row's (filtered) distribution, done for
@@ -181,7 +187,8 @@ def choose_tokens(
     """
     logits = logits.float()
     rows, vocab = logits.shape
-    logprobs = torch.log_softmax(_tempered(logits, params), dim=-1)
+    if logprobs is None:
+        logprobs = sampling_logprobs(logits, params)
     greedy = [i for i in range(rows) if params[i].greedy]
     sampled = [i for i in range(rows) if not params[i].greedy]
     tokens = torch.zeros(rows, dtype=torch.long, device=logits.device)

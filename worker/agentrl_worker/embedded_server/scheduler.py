@@ -24,7 +24,7 @@ from .kv_batch import DecodeBatch, Prefilled
 from .lora import LoraAdapters
 from .prefix_cache import PrefixCache
 from .model import LoadedModel
-from .sampling import SamplingParams, choose_tokens, top_alternatives
+from .sampling import SamplingParams, choose_tokens, sampling_logprobs, top_alternatives
 
 log = logging.getLogger("agentrl_worker.embedded_server")
 
@@ -272,8 +272,10 @@ class Scheduler:
     def _append_tokens(self, gens: list[Generation], logits: torch.Tensor) -> list[int]:
         """Sample one token for each generation (row i of logits), record it, and finish those that are done."""
         params = [g.params for g in gens]
-        tokens, logprobs = choose_tokens(logits, params, [g.generator for g in gens])
-        tops = top_alternatives(logits, params, [g.top_logprobs_num if g.return_logprob else 0 for g in gens])
+        # One log-softmax for both: the chosen tokens' log-probs and, for rows that ask, the most likely ones.
+        distribution = sampling_logprobs(logits, params)
+        tokens, logprobs = choose_tokens(logits, params, [g.generator for g in gens], distribution)
+        tops = top_alternatives(distribution, [g.top_logprobs_num if g.return_logprob else 0 for g in gens])
         for gen, token, logprob, top in zip(gens, tokens, logprobs, tops):
             gen.output_ids.append(token)
             gen.output_logprobs.append(logprob)
