@@ -19,6 +19,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
+import { playDistinctCell } from "./lib/distinct-cell.mjs";
 import { startFakeSglangProcess } from "./lib/fake-sglang-process.mjs";
 import { median } from "./lib/table-format.mjs";
 
@@ -50,32 +51,9 @@ let files = 0;
 
 /** One distinct-conversations run of `tree`: its CPU per turn (µs). */
 async function run(tree, url, trajectories = TRAJECTORIES) {
-  const config = tree.lib.toolRollout(CONCURRENCY, { n: 1, seed: 7 });
-  config.server.urls = [url];
-  const client = tree.makeClient(config, undefined);
-  const writer = await tree.openTrajectoryWriter(path.join(outDir, `run-${files++}.parquet`));
-  let turns = 0;
-  let bad = 0;
   const cpu0 = process.cpuUsage();
-  try {
-    await tree.runRollout({
-      prompts: tree.lib.gsm8kPrompts(trajectories),
-      n: 1,
-      concurrency: CONCURRENCY,
-      context: tree.lib.contextFor(client, config),
-      writer,
-      onTrajectory: (t) => {
-        turns += t.assistant_turns;
-        if (t.status !== "completed" || t.assistant_turns !== 2 || t.drift !== "match") bad++;
-      },
-    });
-    await writer.close();
-  } finally {
-    await client.close();
-    rmSync(writer.file, { force: true });
-  }
+  const turns = await playDistinctCell(tree, url, path.join(outDir, `run-${files++}.parquet`), { concurrency: CONCURRENCY, trajectories });
   const cpu = process.cpuUsage(cpu0);
-  if (bad > 0) throw new Error(`${tree.dir}: ${bad} of ${trajectories} trajectories did not play the story out with a drift match`);
   return (cpu.user + cpu.system) / turns;
 }
 

@@ -3,15 +3,16 @@
 # Run as a program (`agentrl ...` on the PATH, `./bin/agentrl.js`), this file is a shell script first: it replaces
 # itself (exec: same process id, so signals and exit codes are Node's) with Node running this same file, with a larger
 # young generation. A rollout allocates about 150 KB of short-lived objects per turn; with V8's default 16 MB
-# semi-space the scavenger runs every ~90 turns and copies every trajectory in flight each time. At 64 MB it runs a
-# quarter as often: about a quarter less client CPU per turn at 256 in flight (docs/benchmarks.md), for up to ~150 MB
-# more memory.
+# semi-space the scavenger runs every ~90 turns and copies every trajectory in flight each time. At 128 MB it runs an
+# eighth as often: at 256 in flight 12–17% less client CPU per turn than at
+# 64 MB (docs/benchmarks.md, bench/young-generation.mjs), with no larger peak RSS measured there; the young
+# generation may grow to ~250 MB where a run keeps allocating.
 # A --max-semi-space-size in NODE_OPTIONS is the user's choice and wins. Run as `node bin/agentrl.js`, Node reads the
 # line above as a string and this block as a comment, and V8's defaults apply.
 case " $NODE_OPTIONS " in
   *--max-semi-space-size*) exec node "$0" "$@" ;;
 esac
-exec node --max-semi-space-size=64 "$0" "$@"
+exec node --max-semi-space-size=128 "$0" "$@"
 */
 // The only place that exits the process: the CLI returns an exit code, this file applies it. It runs the CLI bundled
 // (scripts/bundle.mjs: about 0.2 s less start-up for every command), with source maps on, so that the stack of an

@@ -1,6 +1,6 @@
 /**
  * bin/agentrl.js run as a program (as `agentrl` on the PATH runs) is a shell launcher first: it execs Node on itself
- * with a 64 MB young-generation semi-space (docs/benchmarks.md), in the same process, and leaves a
+ * with a 128 MB young-generation semi-space (docs/benchmarks.md), in the same process, and leaves a
  * --max-semi-space-size the user put in NODE_OPTIONS alone. A `node` earlier on the PATH records how it was started
  * (its arguments and process id) and then execs the real Node.
  */
@@ -32,7 +32,7 @@ function runProgram(args: string[], env: NodeJS.ProcessEnv = {}) {
 it("execs Node on itself with the larger young generation, in the same process", async () => {
   const run = await runProgram(["--version"], { NODE_OPTIONS: "" });
   expect(run.stdout.trim()).toBe(version);
-  expect(run.started).toEqual([String(run.pid), "--max-semi-space-size=64", CLI, "--version"]);
+  expect(run.started).toEqual([String(run.pid), "--max-semi-space-size=128", CLI, "--version"]);
 });
 
 it("passes the CLI's exit code and arguments through unchanged", async () => {

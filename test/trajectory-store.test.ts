@@ -3,11 +3,12 @@
  * is readable and resumable without losing or duplicating a record.
  */
 import { describe, expect, it } from "vitest";
-import { appendFileSync, existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, readdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { openTrajectoryWriter, readTrajectories } from "../src/data/trajectory-store.js";
 import { readParquetInfo } from "../src/data/parquet.js";
 import { rewritePartWithout } from "../src/data/trajectory-compaction.js";
+import { journalLine } from "../src/data/trajectory-journal.js";
 import { makeTrajectory } from "./helpers/trajectories.js";
 import { pythonJson } from "./helpers/python.js";
 import type { Trajectory } from "../src/data/trajectory.js";
@@ -188,6 +189,60 @@ print(json.dumps([{"stats": c.is_stats_set, "columnIndex": c.has_column_index} f
     await w.close();
     expect(chunks.length).toBeGreaterThan(0);
     expect(new Set(chunks.map((c) => `stats ${c.stats}, page index ${c.columnIndex}`))).toEqual(new Set(["stats true, page index false"]));
+  });
+});
+
+describe("trajectory parquet: a part's own journal", () => {
+  // A part takes its rows with their journal, renamed pending-<part>.jsonl, and removes it once the part is on disk.
+  it("killed while the part is written: its rows, in the part's journal alone, are read and resumed", async () => {
+    const file = path.join(tmp(), "t.parquet");
+    const partsDir = `${file}.parts`;
+    const writer = await openTrajectoryWriter(file, { rowGroupSize: 4 });
+    for (const i of range(3)) await writer.write(makeTrajectory(i));
+    // The state a kill leaves right after part 1 took these rows: their journal renamed, the part not yet written.
+    renameSync(path.join(partsDir, "pending.jsonl"), path.join(partsDir, "pending-000001.jsonl"));
+    expect(sortedIds(await readAll(file))).toEqual(range(3).map(idOf).sort());
+    const resumed = await openTrajectoryWriter(file, { resume: true, rowGroupSize: 4 });
+    expect([...resumed.existingIds].sort()).toEqual(range(3).map(idOf).sort());
+    // Joined into pending.jsonl before the part's journal goes.
+    expect(readdirSync(partsDir).sort()).toEqual(["pending.jsonl"]);
+    await resumed.write(makeTrajectory(3));
+    await resumed.close();
+    expect(sortedIds(await readAll(file))).toEqual(range(4).map(idOf).sort());
+  });
+
+  it("killed after the part is on disk, before its journal is removed: each record once, and resume removes it", async () => {
+    const file = path.join(tmp(), "t.parquet");
+    const partsDir = `${file}.parts`;
+    const writer = await openTrajectoryWriter(file, { rowGroupSize: 2 });
+    for (const i of range(5)) await writer.write(makeTrajectory(i));
+    expect(readdirSync(partsDir).sort()).toEqual(["part-000001.parquet", "part-000002.parquet", "pending.jsonl"]);
+    writeFileSync(path.join(partsDir, "pending-000002.jsonl"), [2, 3].map((i) => `${journalLine(makeTrajectory(i))}\n`).join(""));
+    const seen = await readAll(file);
+    expect(seen.map((t) => t.id).sort()).toEqual(range(5).map(idOf).sort());
+    const resumed = await openTrajectoryWriter(file, { resume: true, rowGroupSize: 2 });
+    expect([...resumed.existingIds].sort()).toEqual(range(5).map(idOf).sort());
+    expect(readdirSync(partsDir).sort()).toEqual(["part-000001.parquet", "part-000002.parquet", "pending.jsonl"]);
+    await resumed.close();
+    expect((await readAll(file)).map((t) => t.id).sort()).toEqual(range(5).map(idOf).sort());
+  });
+
+  it("a part's journal holding a failed trajectory: resume removes it from disk and the caller redoes it", async () => {
+    const file = path.join(tmp(), "t.parquet");
+    const partsDir = `${file}.parts`;
+    const writer = await openTrajectoryWriter(file, { rowGroupSize: 4 });
+    for (const i of range(3)) await writer.write(i === 1 ? failed(i) : makeTrajectory(i));
+    renameSync(path.join(partsDir, "pending.jsonl"), path.join(partsDir, "pending-000001.jsonl"));
+    const resumed = await openTrajectoryWriter(file, { resume: true, rowGroupSize: 4 });
+    expect(resumed.removedFailed).toBe(1);
+    expect([...resumed.existingIds].sort()).toEqual([0, 2].map(idOf).sort());
+    expect(readdirSync(partsDir).sort()).toEqual(["pending.jsonl"]);
+    expect(sortedIds(await readAll(file))).toEqual([0, 2].map(idOf).sort());
+    await resumed.write(makeTrajectory(1));
+    await resumed.close();
+    const all = await readAll(file);
+    expect(sortedIds(all)).toEqual(range(3).map(idOf).sort());
+    expect(all.every((t) => t.status === "completed")).toBe(true);
   });
 });
 

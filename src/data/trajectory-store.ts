@@ -4,11 +4,13 @@
  * - `.jsonl`: one line per trajectory, appended with a write(2) each, so a killed run keeps every finished line.
  * - `.parquet`: while running, finished trajectories go to `<file>.parts/pending.jsonl` (appended as above, their
  *   number lists packed: trajectory-journal.ts) and,
- *   every `rowGroupSize` of them, into a complete parquet part (`part-000001.parquet`, written atomically). `close()`
- *   copies the parts' row groups into `<file>` as they are (parquet-concat.ts) and removes the folder. A killed run
- *   leaves the folder; `--resume` picks it up, and every reader here reads it too.
- * Readers de-duplicate on `id`, so the one crash window (a part written, its pending lines not yet cleared) never
- * yields a trajectory twice.
+ *   every `rowGroupSize` of them, into a complete parquet part (`part-000001.parquet`, written atomically). When a
+ *   part takes its rows, the journal holding them is renamed `pending-000001.jsonl` (the part's number) and a new
+ *   `pending.jsonl` starts; once the part is on disk, its journal is removed. `close()` copies the parts' row groups
+ *   into `<file>` as they are (parquet-concat.ts) and removes the folder. A killed run leaves the folder; `--resume`
+ *   picks it up, and every reader here reads it too.
+ * Readers de-duplicate on `id`, so the one crash window (a part written, its journal not yet removed) never yields a
+ * trajectory twice.
  *
  * `resume` removes the failed trajectories it finds (each file rewritten atomically, trajectory-compaction.ts) and
  * leaves their ids out of `existingIds`, so the caller runs them again; `keepFailed` keeps them like the rest.
@@ -145,6 +147,18 @@ class LineAppender {
     this.batchWritten = undefined;
     if (lines.length > 0) writeSync(this.fd, lines.join(""));
   }
+  /**
+   * Moves the file, with every line appended so far, to `to`, and goes on appending to a new, empty file of its own
+   * name: the lines a parquet part takes stay in a journal of their own until the part is on disk, and nothing is
+   * written twice (rewriting the journal with the lines still pending after each part cost a write of them, a join
+   * of them and an fsync).
+   */
+  rotate(to: string): void {
+    this.flush();
+    closeSync(this.fd);
+    renameSync(this.file, to);
+    this.fd = openSync(this.file, "a+");
+  }
   /** Atomically replaces the file's content with `lines` (temporary file, fsync, rename) and appends there next. */
   replaceWith(lines: readonly string[]): void {
     // Lines not yet written belong to the old content; the caller's `lines` hold whatever of them is still needed.
@@ -253,17 +267,32 @@ async function openParquet(file: string, options: OpenOptions): Promise<Trajecto
   await prepareParts(file, partsDir, options);
   const scan = new ResumeScan(Boolean(options.keepFailed));
   const partsWithDrops = await scanParts(partsDir, scan);
-  const pendingFile = path.join(partsDir, "pending.jsonl");
-  const { pending, drops: pendingDrops } = await scanPending(pendingFile, scan);
+  const pendingFile = path.join(partsDir, PENDING_JOURNAL);
+  const journals = await listJournals(partsDir);
+  const { pending, drops: pendingDrops } = await scanPending(journals, scan);
   // Each part and the journal are rewritten on their own, atomically, before anything is appended
   // (trajectory-compaction.ts says why this survives a kill at any point).
   for (const part of partsWithDrops) await rewritePartWithout(path.join(partsDir, part), isFailed, rowGroupSize);
   const appender = new LineAppender(pendingFile);
-  const pendingLines = pending.map(journalLine);
-  if (pendingDrops) appender.replaceWith(pendingLines);
+  // A part's journal left by a kill joins pending.jsonl, which then holds every pending trajectory, before it goes:
+  // a kill in between leaves duplicates, which readers drop.
+  const rotated = journals.filter((journal) => journal !== pendingFile);
+  if (pendingDrops || rotated.length > 0) appender.replaceWith(pending.map(journalLine));
+  for (const journal of rotated) await fs.rm(journal, { force: true });
   const parts = await listParts(partsDir);
   const nextPart = parts.length === 0 ? 1 : partNumber(parts.at(-1)!) + 1;
-  return partsWriter({ file, partsDir, rowGroupSize, scan, pending, pendingLines, appender, nextPart, sampleOrder: Boolean(options.sampleOrder) });
+  return partsWriter({ file, partsDir, rowGroupSize, scan, pending, appender, nextPart, sampleOrder: Boolean(options.sampleOrder) });
+}
+
+/** The journal trajectories are appended to; a part's own journal is `pending-<part number>.jsonl`. */
+const PENDING_JOURNAL = "pending.jsonl";
+const partJournalName = (part: number): string => `pending-${String(part).padStart(6, "0")}.jsonl`;
+
+/** The parts folder's journals in the order they were written: the parts' own (by number), then pending.jsonl. */
+async function listJournals(partsDir: string): Promise<string[]> {
+  const names = await fs.readdir(partsDir).catch(() => [] as string[]);
+  const ofParts = names.filter((n) => /^pending-\d+\.jsonl$/.test(n)).sort();
+  return [...ofParts, ...(names.includes(PENDING_JOURNAL) ? [PENDING_JOURNAL] : [])].map((n) => path.join(partsDir, n));
 }
 
 /**
@@ -302,13 +331,13 @@ async function scanParts(partsDir: string, scan: ResumeScan): Promise<string[]> 
   return partsWithDrops;
 }
 
-/** The journal's trajectories that are in no part yet (kept ones), and whether it holds failed ones to remove. */
-async function scanPending(pendingFile: string, scan: ResumeScan): Promise<{ pending: Trajectory[]; drops: boolean }> {
+/** The journals' trajectories that are in no part yet (kept ones), and whether they hold failed ones to remove. */
+async function scanPending(journals: readonly string[], scan: ResumeScan): Promise<{ pending: Trajectory[]; drops: boolean }> {
   const pending: Trajectory[] = [];
   let drops = false;
-  if (await pathExists(pendingFile)) {
-    new LineAppender(pendingFile).close(); // drops a torn last line before we read
-    for await (const t of readJsonlTrajectories(pendingFile, { journal: true })) {
+  for (const journal of journals) {
+    new LineAppender(journal).close(); // drops a torn last line before we read
+    for await (const t of readJsonlTrajectories(journal, { journal: true })) {
       if (scan.ids.has(t.id)) continue;
       if (scan.keeps(t)) pending.push(t);
       else drops = true;
@@ -325,16 +354,11 @@ function partsWriter(state: {
   scan: ResumeScan;
   /** Trajectories in the journal and in no part yet. */
   pending: Trajectory[];
-  /**
-   * Their journal lines, kept: a part write rewrites the journal with the trajectories that arrived meanwhile, and
-   * serialising them again cost as much as journaling them had (at concurrency 256, a fifth of the writer's CPU).
-   */
-  pendingLines: string[];
   appender: LineAppender;
   nextPart: number;
   sampleOrder: boolean;
 }): TrajectoryWriter {
-  const { file, partsDir, rowGroupSize, scan, pending, pendingLines, appender, sampleOrder } = state;
+  const { file, partsDir, rowGroupSize, scan, pending, appender, sampleOrder } = state;
   let nextPart = state.nextPart;
   let written = 0;
   let chain: Promise<void> = Promise.resolve();
@@ -343,16 +367,17 @@ function partsWriter(state: {
 
   const flushPart = async (): Promise<void> => {
     if (pending.length === 0) return;
-    const name = path.join(partsDir, `part-${String(nextPart).padStart(6, "0")}.parquet`);
+    const number = nextPart;
     nextPart += 1;
-    // Trajectories finishing while the part is written stay pending for the next part.
+    // Trajectories finishing while the part is written stay pending for the next part: their lines go to a new
+    // pending.jsonl, while the journal of `rows` (taken in the same synchronous step) waits beside the part.
     const rows = pending.splice(0, pending.length);
-    pendingLines.splice(0, rows.length);
+    const journal = path.join(partsDir, partJournalName(number));
+    appender.rotate(journal);
     // In row groups of rowGroupSize: close() copies the parts' row groups into the file as they are.
-    await writeTrajectoryParquet(name, rows, rowGroupSize);
-    // Synchronously, so no write() interleaves: the journal now holds exactly what is still pending. A crash before
-    // this leaves `rows` both in the part and in the journal; readers de-duplicate them.
-    appender.replaceWith(pendingLines);
+    await writeTrajectoryParquet(path.join(partsDir, `part-${String(number).padStart(6, "0")}.parquet`), rows, rowGroupSize);
+    // A crash before this leaves `rows` both in the part and in its journal; readers de-duplicate them.
+    await fs.rm(journal, { force: true });
   };
 
   return {
@@ -364,10 +389,8 @@ function partsWriter(state: {
       return written;
     },
     write(trajectory) {
-      const line = journalLine(trajectory);
-      const journaled = appender.append(line);
+      const journaled = appender.append(journalLine(trajectory));
       pending.push(trajectory);
-      pendingLines.push(line);
       written += 1;
       // One queued part at a time. Queuing one per arrival while a part was being written made a part of one or
       // two trajectories for each arrival at high concurrency (1,039 row groups for 4,096 trajectories at 512).
@@ -442,7 +465,7 @@ async function rewriteInSampleOrder(file: string, rowGroupSize = 256): Promise<v
   else await writeTrajectoryParquet(file, all, rowGroupSize);
 }
 
-/** A `.jsonl` output, or with `journal` a parts folder's pending.jsonl (its number lists packed). */
+/** A `.jsonl` output, or with `journal` one of a parts folder's journals (its number lists packed). */
 async function* readJsonlTrajectories(file: string, options: { journal?: boolean } = {}): AsyncGenerator<Trajectory> {
   for await (const { line, value, error } of readJsonLines(file)) {
     if (error) throw new InputError(`${file}:${line}: ${error}`);
@@ -457,20 +480,33 @@ async function* readPart(file: string): AsyncGenerator<Trajectory> {
 
 async function* readParts(partsDir: string): AsyncGenerator<Trajectory> {
   const seen = new Set<string>();
-  for (const part of await listParts(partsDir)) {
-    for await (const t of readPart(path.join(partsDir, part))) {
+  async function* unseen(from: AsyncIterable<Trajectory>): AsyncGenerator<Trajectory> {
+    for await (const t of from) {
       if (seen.has(t.id)) continue;
       seen.add(t.id);
       yield t;
     }
   }
-  const pendingFile = path.join(partsDir, "pending.jsonl");
-  if (await pathExists(pendingFile)) {
-    for await (const t of readJsonlTrajectories(pendingFile, { journal: true })) {
-      if (seen.has(t.id)) continue;
-      seen.add(t.id);
-      yield t;
-    }
+  // The folder may be a running writer's. Its rows move pending.jsonl → pending-N.jsonl (renamed when part N takes
+  // them) → part-N.parquet (written before that journal is removed). So: the parts, the journals, the journals that
+  // appeared meanwhile (a rename between listing pending.jsonl and opening it), then the parts that appeared
+  // meanwhile (a journal gone before it was opened). Every row is in one of them; duplicates are dropped.
+  const parts = await listParts(partsDir);
+  for (const part of parts) yield* unseen(readPart(path.join(partsDir, part)));
+  const journals = await listJournals(partsDir);
+  for (const journal of journals) yield* unseen(readJournalIfThere(journal));
+  for (const journal of await listJournals(partsDir)) if (!journals.includes(journal)) yield* unseen(readJournalIfThere(journal));
+  for (const part of await listParts(partsDir)) if (!parts.includes(part)) yield* unseen(readPart(path.join(partsDir, part)));
+}
+
+/** A journal's trajectories; none when the running writer removed it before it was opened (its part is on disk). */
+async function* readJournalIfThere(journal: string): AsyncGenerator<Trajectory> {
+  try {
+    yield* readJsonlTrajectories(journal, { journal: true });
+  } catch (err) {
+    // Once open, a file removed meanwhile still reads whole: only a missing file ends up here.
+    if (!(await pathExists(journal))) return;
+    throw err;
   }
 }
 

@@ -1,0 +1,37 @@
+/**
+ * rollout-overhead.mjs's distinct-conversations cell, once: n = 1 over `trajectories` GSM8K questions at `concurrency`
+ * (distinct turns and tool answers from the fake's GSM8K-derived texts, which needs the seed set here), strict drift
+ * check, the trajectories written to a parquet file as `agentrl rollout` writes them (the writer's close included).
+ * `tree` is what a bench loaded from one built tree: its gsm8k-tool-workload.mjs as `lib`, and runRollout,
+ * makeClient and openTrajectoryWriter from its dist/. Resolves to the turns played; throws when a trajectory did not
+ * play the story out with a drift match. The file is removed after.
+ */
+import { rmSync } from "node:fs";
+
+export async function playDistinctCell(tree, url, file, { concurrency, trajectories }) {
+  const config = tree.lib.toolRollout(concurrency, { n: 1, seed: 7 });
+  config.server.urls = [url];
+  const client = tree.makeClient(config, undefined);
+  const writer = await tree.openTrajectoryWriter(file);
+  let turns = 0;
+  let bad = 0;
+  try {
+    await tree.runRollout({
+      prompts: tree.lib.gsm8kPrompts(trajectories),
+      n: 1,
+      concurrency,
+      context: tree.lib.contextFor(client, config),
+      writer,
+      onTrajectory: (t) => {
+        turns += t.assistant_turns;
+        if (t.status !== "completed" || t.assistant_turns !== 2 || t.drift !== "match") bad++;
+      },
+    });
+    await writer.close();
+  } finally {
+    await client.close();
+    rmSync(writer.file, { force: true });
+  }
+  if (bad > 0) throw new Error(`${bad} of ${trajectories} trajectories did not play the story out with a drift match`);
+  return turns;
+}
