@@ -17,6 +17,7 @@ const { Template: LibraryTemplate } = require("@huggingface/jinja");
 const { Template, jinja } = await import(path.join(root, "dist/chat/jinja.js"));
 const { normalizeForTemplate } = await import(path.join(root, "dist/chat/messages.js"));
 const { compileTemplate, compileUnchecked } = await import(path.join(root, "dist/chat/jinja-compile.js"));
+const { freezeTemplateValue } = await import(path.join(root, "dist/chat/jinja-values.js"));
 if (!jinja.rewritten) {
   console.error(`the rewrite is not in use: ${jinja.reason}`);
   process.exit(1);
@@ -47,6 +48,11 @@ const conversation = (question) =>
   ]);
 const contexts = questions.map((q) => ({ messages: conversation(q), tools, add_generation_prompt: false }));
 const prompts = questions.map((q) => ({ messages: conversation(q).slice(0, 2), tools, add_generation_prompt: true }));
+// As a rollout passes them: the run's tool schemas frozen once (src/rollout/setup.ts), so `tojson` prints them once.
+const frozenTools = freezeTemplateValue(structuredClone(tools));
+const withFrozenTools = (set) => set.map((context) => ({ ...context, tools: frozenTools }));
+const sets = { full: contexts, prompt: prompts };
+const frozenSets = { full: withFrozenTools(contexts), prompt: withFrozenTools(prompts) };
 const compiled = compileUnchecked(source);
 if (typeof compiled !== "function") throw new Error(`the template does not compile: ${compiled.reason}`);
 const guarded = compileTemplate(source, {
@@ -59,11 +65,14 @@ const builds = {
   rewritten: new Template(source),
   compiled: { render: compiled },
   guarded,
+  frozen: guarded,
 };
-for (const set of [contexts, prompts]) {
+/** The contexts a build renders: `frozen` is the guarded build on the frozen tool schemas. */
+const setsOf = (name) => (name === "frozen" ? frozenSets : sets);
+for (const set of [contexts, prompts, frozenSets.full, frozenSets.prompt]) {
   for (const context of set) {
     const expected = builds.library.render(context);
-    for (const name of ["rewritten", "compiled", "guarded"]) {
+    for (const name of ["rewritten", "compiled", "guarded", "frozen"]) {
       if (builds[name].render(context) !== expected) throw new Error(`${name} renders differently from the library`);
     }
   }
@@ -84,8 +93,8 @@ for (const name of names) times.full[name] = [];
 for (const name of names) times.prompt[name] = [];
 for (let round = 0; round < 7; round++) {
   for (const name of names) {
-    times.full[name].push(measure(builds[name], contexts));
-    times.prompt[name].push(measure(builds[name], prompts));
+    times.full[name].push(measure(builds[name], setsOf(name).full));
+    times.prompt[name].push(measure(builds[name], setsOf(name).prompt));
   }
 }
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
@@ -94,6 +103,7 @@ const labels = {
   rewritten: "runtime values rewritten (src/chat/jinja.ts)",
   compiled: "compiled to closures (src/chat/jinja-compile.ts)",
   guarded: "compiled, with the run-time checks (what ChatModel uses)",
+  frozen: "the same, the tool schemas frozen as a rollout passes them (`tojson` prints them once)",
 };
 const rows = names.map((name) => {
   const full = median(times.full[name]);

@@ -24,3 +24,4 @@ export {
 } from "./messages.js";
 export { environmentDeltaText } from "./delta.js";
 export { replayConversation } from "./replay.js";
+export { freezeTemplateValue } from "./jinja-values.js";

@@ -3,7 +3,7 @@
  * tools, interactions and the reward function. Shared by `agentrl rollout` and `agentrl train`.
  */
 import path from "node:path";
-import { ChatModel } from "../chat/index.js";
+import { ChatModel, freezeTemplateValue } from "../chat/index.js";
 import { readModelFiles, type ChatTemplateSource } from "../chat/files.js";
 import { SglangClient, type ServerLoads } from "../engine/index.js";
 import { getParser, type FunctionCallParser } from "../parsers/index.js";
@@ -88,7 +88,8 @@ export async function loadRolloutParts(options: {
     model,
     parser,
     tools,
-    toolSchemas: tools?.schemas() ?? [],
+    // Frozen: the template prints them into every prompt and drift check, and prints frozen values once.
+    toolSchemas: freezeTemplateValue(tools?.schemas() ?? []),
     interactions,
     rewardFunction,
     rewardKwargs: options.rewardKwargs ?? {},
