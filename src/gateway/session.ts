@@ -5,7 +5,7 @@
  * trajectory run one at a time, in arrival order.
  */
 import { ResponseChain } from "./responses-api.js";
-import type { ChatMessage, Conversation, ToolCall, ToolSchema } from "../chat/index.js";
+import { freezeTemplateValue, type ChatMessage, type Conversation, type ToolCall, type ToolSchema } from "../chat/index.js";
 import type { TopLogprob } from "../engine/index.js";
 import type { TrajectoryControl } from "../rollout/agent-loop.js";
 import type { ClosedSegment, Finish, ToolSegmentMeta, TrajectoryInFlight } from "../rollout/trajectory-state.js";
@@ -324,7 +324,8 @@ export class GatewaySession {
 
   /** Renders the request as the trajectory's new current segment (mask 0 throughout: nothing in it was sampled). */
   private openSegment(messages: ChatMessage[], tools: ToolSchema[], keys: string[], toolsKeyValue: string, templateKwargs: Record<string, unknown> | undefined): void {
-    const { tooLong } = this.api.openSequence(messages, tools, templateKwargs);
+    // Frozen: the segment's renders (its deltas, its drift check) print the tools, and print frozen values once.
+    const { tooLong } = this.api.openSequence(messages, freezeTemplateValue(tools), templateKwargs);
     if (tooLong) {
       throw new GatewayError(400, `the rendered prompt has ${tooLong.length} tokens, over data.max_prompt_length=${tooLong.limit}`, "context_length_exceeded", "messages");
     }
