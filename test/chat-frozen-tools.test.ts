@@ -66,3 +66,16 @@ it("a rollout's tool schemas are frozen once for the run", async () => {
     await parts.close();
   }
 });
+
+describe("the gateway's tool lists", () => {
+  it("one frozen list per exact JSON text: equal lists share it, a list in another key order keeps its own", async () => {
+    const { frozenToolList } = await import("../src/gateway/session.js");
+    const first = frozenToolList([schema()]);
+    expect(Object.isFrozen(first[0]!.function)).toBe(true);
+    expect(frozenToolList([schema()])).toBe(first);
+    const reordered = [{ function: schema().function, type: "function" }];
+    const other = frozenToolList(reordered);
+    expect(other).not.toBe(first);
+    expect(JSON.stringify(other)).toBe(JSON.stringify(reordered));
+  });
+});

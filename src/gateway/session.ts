@@ -5,6 +5,7 @@
  * trajectory run one at a time, in arrival order.
  */
 import { ResponseChain } from "./responses-api.js";
+import { LruMap } from "../lru-map.js";
 import { freezeTemplateValue, type ChatMessage, type Conversation, type ToolCall, type ToolSchema } from "../chat/index.js";
 import type { TopLogprob } from "../engine/index.js";
 import type { TrajectoryControl } from "../rollout/agent-loop.js";
@@ -324,8 +325,7 @@ export class GatewaySession {
 
   /** Renders the request as the trajectory's new current segment (mask 0 throughout: nothing in it was sampled). */
   private openSegment(messages: ChatMessage[], tools: ToolSchema[], keys: string[], toolsKeyValue: string, templateKwargs: Record<string, unknown> | undefined): void {
-    // Frozen: the segment's renders (its deltas, its drift check) print the tools, and print frozen values once.
-    const { tooLong } = this.api.openSequence(messages, freezeTemplateValue(tools), templateKwargs);
+    const { tooLong } = this.api.openSequence(messages, frozenToolList(tools), templateKwargs);
     if (tooLong) {
       throw new GatewayError(400, `the rendered prompt has ${tooLong.length} tokens, over data.max_prompt_length=${tooLong.limit}`, "context_length_exceeded", "messages");
     }
@@ -396,4 +396,22 @@ function sameJson(a: unknown, b: unknown): boolean {
   const otherKeys = Object.keys(b);
   if (keys.length !== otherKeys.length) return false;
   return keys.every((key, i) => key === otherKeys[i] && sameJson((a as Record<string, unknown>)[key], (b as Record<string, unknown>)[key]));
+}
+
+/** Tool lists seen by any trajectory, frozen, by their exact JSON text (key order included, as the template prints it). */
+const frozenToolLists = new LruMap<string, ToolSchema[]>(16);
+
+/**
+ * The frozen list equal to `tools`, down to key order: agents send the same tools with every request of every
+ * trajectory, and the template prints a frozen value once (jinja-values.ts's freezeTemplateValue) where it printed
+ * the schemas into each segment's prompt, deltas and drift check.
+ */
+export function frozenToolList(tools: ToolSchema[]): ToolSchema[] {
+  const text = JSON.stringify(tools);
+  let frozen = frozenToolLists.get(text);
+  if (frozen === undefined) {
+    frozen = freezeTemplateValue(tools);
+    frozenToolLists.set(text, frozen);
+  }
+  return frozen;
 }
