@@ -29,7 +29,8 @@ export interface SamplingParams {
 }
 
 export interface GenerateRequest {
-  inputIds: number[];
+  /** Read when each attempt is sent (a retry's too): the caller leaves it unchanged until generate() returns. */
+  inputIds: readonly number[];
   samplingParams: SamplingParams;
   /** Request id sent to SGLang; a fresh one is made when omitted and for every retry. */
   rid?: string;

@@ -89,7 +89,8 @@ function generateRequest(run: TrajectoryInFlight, maxNewTokens: number, piece: n
   const { model, rollout, greedy } = run.ctx;
   const seed = requestSeed(rollout.seed, run.sample, run.conversation.assistantTurns, piece);
   return {
-    inputIds: [...run.conversation.tokenIds],
+    // The record itself, not a copy: nothing appends to it while its own request is out.
+    inputIds: run.conversation.tokenIds,
     samplingParams: {
       maxNewTokens,
       temperature: greedy ? 0 : rollout.temperature,
