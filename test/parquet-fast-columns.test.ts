@@ -72,6 +72,25 @@ describe("fast arrow columns equal arrow's builders", () => {
     }
   });
 
+  it("lists of numbers given as typed arrays of the column's type (the writer's pending rows), mixed with arrays", () => {
+    const cases: Array<[DataType, fc.Arbitrary<number[]>, (values: number[]) => ArrayLike<number>]> = [
+      [new List(new Field("item", new Int32())), fc.array(int32, { maxLength: 8 }), (v) => Int32Array.from(v)],
+      [new List(new Field("item", new Int8())), fc.array(fc.integer({ min: -128, max: 127 }), { maxLength: 8 }), (v) => Int8Array.from(v)],
+      [new List(new Field("item", new Float32())), fc.array(float, { maxLength: 8 }), (v) => Float32Array.from(v)],
+    ];
+    for (const [type, arb, typed] of cases) {
+      fc.assert(
+        fc.property(fc.array(fc.tuple(maybe(arb), fc.boolean()), { maxLength: 20 }), (pairs) => {
+          const lists = pairs.map(([values, asTyped]) => (asTyped && Array.isArray(values) ? typed(values) : values));
+          const column = listColumn(type, lists);
+          expect(column).toBeDefined();
+          expect(plain(new Vector([column!]))).toEqual(built(type, pairs.map(([values]) => values)));
+        }),
+        { numRuns: 150, seed: 17 },
+      );
+    }
+  });
+
   it("structs and lists nested to any depth (a chat message's tool calls), and a nullable struct column", () => {
     const fnType = new Struct([new Field("name", new Utf8()), new Field("arguments", new Utf8())]);
     const callType = new Struct([new Field("id", new Utf8(), true), new Field("function", fnType)]);

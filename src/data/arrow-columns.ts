@@ -105,7 +105,10 @@ export function fastColumn(field: Field, values: readonly unknown[]): Data | und
   return flatColumn(type, values);
 }
 
-/** Lists of numbers (token ids, masks, log-probs: most of a trajectory's bytes), copied straight into one array. */
+/**
+ * Lists of numbers (token ids, masks, log-probs: most of a trajectory's bytes), copied straight into one array. A list
+ * may be a typed array of the column's own type (the trajectory writer's pending rows), copied whole.
+ */
 function numberListColumn(
   type: DataType,
   itemType: DataType,
@@ -115,7 +118,7 @@ function numberListColumn(
   let total = 0;
   for (let i = 0; i < lists.length; i++) {
     const list = lists[i];
-    if (Array.isArray(list)) total += list.length;
+    if (Array.isArray(list) || list instanceof ArrayType) total += (list as ArrayLike<number>).length;
     else if (!isMissing(list)) return undefined;
   }
   const values = new ArrayType(total);
@@ -123,7 +126,10 @@ function numberListColumn(
   let at = 0;
   for (let i = 0; i < lists.length; i++) {
     const list = lists[i];
-    if (Array.isArray(list)) {
+    if (list instanceof ArrayType) {
+      values.set(list, at);
+      at += list.length;
+    } else if (Array.isArray(list)) {
       for (let k = 0; k < list.length; k++) {
         const value = list[k];
         if (typeof value !== "number") return undefined;

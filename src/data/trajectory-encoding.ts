@@ -8,6 +8,7 @@
  * preprocesses its fields with these functions; parquet rows go through trajectoryFromParquetRow first); the
  * writing side makes the parquet row of a record.
  */
+import type { PackedLists } from "./trajectory-journal.js";
 import type { ContextSegment, RecordMessage, Trajectory } from "./trajectory.js";
 
 type Json = Record<string, unknown>;
@@ -151,7 +152,10 @@ export function trajectoryFromParquetRow(row: Record<string, unknown>): Record<s
 const parquetContextSegment = (segment: ContextSegment): Json => ({ ...segment, messages: segment.messages.map(parquetMessage) });
 
 /** The parquet row of a record, for trajectoryArrowSchema: nested values as its types, JSON text where it has strings. */
-export function trajectoryParquetRow(t: Trajectory): Record<string, unknown> {
+/** A trajectory as the parquet writer takes it: its token-length lists as number arrays or typed (journalEntry's). */
+export type ParquetSource = Omit<Trajectory, keyof PackedLists> & { [K in keyof PackedLists]: Trajectory[K] | NonNullable<PackedLists[K]> };
+
+export function trajectoryParquetRow(t: ParquetSource): Record<string, unknown> {
   return {
     ...t,
     segments: t.segments.map((s) => (s.arguments === null || s.arguments === undefined ? s : { ...s, arguments: JSON.stringify(s.arguments) })),

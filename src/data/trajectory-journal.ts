@@ -19,6 +19,7 @@ const PACKED_TYPES = {
   float32: Float32Array,
 } as const;
 type PackedType = keyof typeof PACKED_TYPES;
+type NumberArray = InstanceType<(typeof PACKED_TYPES)[PackedType]>;
 
 /** The list fields that grow with the trajectory, and the parquet column type of each (trajectory.ts). */
 const PACKED_FIELDS = {
@@ -38,11 +39,6 @@ interface PackedList {
 // Typed arrays use the machine's byte order; the journal says little-endian, which every platform Node runs on is.
 if (new Uint8Array(new Uint16Array([1]).buffer)[0] !== 1) throw new Error("agentrl's trajectory journal needs a little-endian machine");
 
-function pack(values: readonly number[], type: PackedType): PackedList {
-  const typed = PACKED_TYPES[type].from(values);
-  return { packed: type, base64: Buffer.from(typed.buffer, typed.byteOffset, typed.byteLength).toString("base64") };
-}
-
 function unpack(list: unknown, field: string, place: string): unknown {
   if (list === null || typeof list !== "object" || Array.isArray(list) || !("packed" in list)) return list;
   const { packed, base64 } = list as Partial<PackedList>;
@@ -56,14 +52,30 @@ function unpack(list: unknown, field: string, place: string): unknown {
   return Array.from(typed);
 }
 
+/** A trajectory's token-length lists as the parquet file stores them (int32 ids, int8 mask, float32 log-probs). */
+export type PackedLists = { [F in PackedField]?: InstanceType<(typeof PACKED_TYPES)[(typeof PACKED_FIELDS)[F]]> };
+
 /** One journal line (no newline). */
 export function journalLine(trajectory: Trajectory): string {
+  return journalEntry(trajectory).line;
+}
+
+/**
+ * One journal line (no newline), and the typed arrays its lists were packed from: the parquet writer keeps those for
+ * the part instead of the number arrays, which the garbage collector would otherwise copy at every scavenge until the
+ * part is written (their bytes sit outside the JS heap).
+ */
+export function journalEntry(trajectory: Trajectory): { line: string; lists: PackedLists } {
   const record: Record<string, unknown> = { ...trajectory };
+  const lists: Record<string, NumberArray> = {};
   for (const [field, type] of Object.entries(PACKED_FIELDS) as [PackedField, PackedType][]) {
     const values = trajectory[field];
-    if (Array.isArray(values)) record[field] = pack(values, type);
+    if (!Array.isArray(values)) continue;
+    const typed = PACKED_TYPES[type].from(values);
+    lists[field] = typed;
+    record[field] = { packed: type, base64: Buffer.from(typed.buffer, typed.byteOffset, typed.byteLength).toString("base64") };
   }
-  return JSON.stringify(record);
+  return { line: JSON.stringify(record), lists: lists as PackedLists };
 }
 
 /** A parsed journal line with its packed lists back as number arrays, ready for the trajectory schema. */
