@@ -112,6 +112,11 @@ async function parent() {
     return;
   }
   const lines = [
+    "## young-generation.mjs: the CLI's young generation against the rollout client's CPU per turn",
+    "",
+    `The distinct-conversations cell (concurrency ${CONCURRENCY}, ${TRAJECTORIES} trajectories a run, 3 measured runs after 3 of warm-up) in one ` +
+      "child process per size and pair, the sizes alternating; medians over pairs.",
+    "",
     "| max semi-space | CPU per turn | main-thread GC pauses per turn | peak RSS | CPU ratio to the first (pairs' range) |",
     "|---|---|---|---|---|",
     ...result.sizes.map(
