@@ -1,5 +1,5 @@
 /**
- * Lines of the parquet writer's crash journal (`FILE.parts/pending.jsonl`): a trajectory as JSON, except that its
+ * Lines of the parquet writer's crash journal (`FILE.parts/pending.jsonl`, and a part's own `pending-<part>.jsonl` until the part is on disk): a trajectory as JSON, except that its
  * token-length number lists are packed, base64 of the little-endian values in the type the parquet file stores them
  * in (`{"packed": "float32", "base64": "..."}`).
  *
