@@ -1,7 +1,7 @@
 /**
- * Lines of the parquet writer's crash journal (`FILE.parts/pending.jsonl`, and a part's own `pending-<part>.jsonl` until the part is on disk): a trajectory as JSON, except that its
- * token-length number lists are packed, base64 of the little-endian values in the type the parquet file stores them
- * in (`{"packed": "float32", "base64": "..."}`).
+ * Lines of the parquet writer's crash journal (`FILE.parts/pending.jsonl`, and a part's own `pending-<part>.jsonl`
+ * until the part is on disk): a trajectory as JSON, except that its token-length number lists are packed, base64 of
+ * the little-endian values in the type the parquet file stores them in (`{"packed": "float32", "base64": "..."}`).
  *
  * Why: every finished trajectory is journaled before anything else, and JSON.stringify spends most of its time
  * printing logprobs as shortest round-trip decimals (about 20 of 31 µs for a 460-token response, 43 µs per 1,000
