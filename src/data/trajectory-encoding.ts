@@ -151,10 +151,10 @@ export function trajectoryFromParquetRow(row: Record<string, unknown>): Record<s
 
 const parquetContextSegment = (segment: ContextSegment): Json => ({ ...segment, messages: segment.messages.map(parquetMessage) });
 
-/** The parquet row of a record, for trajectoryArrowSchema: nested values as its types, JSON text where it has strings. */
 /** A trajectory as the parquet writer takes it: its token-length lists as number arrays or typed (journalEntry's). */
 export type ParquetSource = Omit<Trajectory, keyof PackedLists> & { [K in keyof PackedLists]: Trajectory[K] | NonNullable<PackedLists[K]> };
 
+/** The parquet row of a record, for trajectoryArrowSchema: nested values as its types, JSON text where it has strings. */
 export function trajectoryParquetRow(t: ParquetSource): Record<string, unknown> {
   return {
     ...t,

@@ -284,9 +284,11 @@ async function openParquet(file: string, options: OpenOptions): Promise<Trajecto
   return partsWriter({ file, partsDir, rowGroupSize, scan, pending, appender, nextPart, sampleOrder: Boolean(options.sampleOrder) });
 }
 
-/** The journal trajectories are appended to; a part's own journal is `pending-<part number>.jsonl`. */
+/** The journal trajectories are appended to; part N is `part-N.parquet`, and its own journal `pending-N.jsonl`. */
 const PENDING_JOURNAL = "pending.jsonl";
-const partJournalName = (part: number): string => `pending-${String(part).padStart(6, "0")}.jsonl`;
+const partNumberText = (part: number): string => String(part).padStart(6, "0");
+const partFileName = (part: number): string => `part-${partNumberText(part)}.parquet`;
+const partJournalName = (part: number): string => `pending-${partNumberText(part)}.jsonl`;
 
 /** The parts folder's journals in the order they were written: the parts' own (by number), then pending.jsonl. */
 async function listJournals(partsDir: string): Promise<string[]> {
@@ -317,7 +319,7 @@ async function prepareParts(file: string, partsDir: string, options: OpenOptions
   }
   await fs.mkdir(partsDir, { recursive: true });
   // A finished file being resumed becomes the first part, so new trajectories join it on close.
-  if (options.resume && fileExists) await fs.rename(file, path.join(partsDir, "part-000000.parquet"));
+  if (options.resume && fileExists) await fs.rename(file, path.join(partsDir, partFileName(0)));
 }
 
 /** Notes every trajectory of the parts in `scan`; returns the parts holding failed ones to remove. */
@@ -375,7 +377,7 @@ function partsWriter(state: {
     const journal = path.join(partsDir, partJournalName(number));
     appender.rotate(journal);
     // In row groups of rowGroupSize: close() copies the parts' row groups into the file as they are.
-    await writeTrajectoryParquet(path.join(partsDir, `part-${String(number).padStart(6, "0")}.parquet`), rows, rowGroupSize);
+    await writeTrajectoryParquet(path.join(partsDir, partFileName(number)), rows, rowGroupSize);
     // A crash before this leaves `rows` both in the part and in its journal; readers de-duplicate them.
     await fs.rm(journal, { force: true });
   };
