@@ -317,6 +317,7 @@ describe("a parquet output killed during its final close", () => {
     const writer = await openTrajectoryWriter(file, { rowGroupSize: 4 });
     const records = Array.from({ length: 10 }, (_, i) => makeTrajectory(i));
     for (const t of records) await writer.write(t);
+    await writer.settled();
     // What the parts folder holds just before close() merges it: two parts and two journal lines.
     const snapshot = path.join(tempDir("kill-close-snapshot"), "parts");
     cpSync(`${file}.parts`, snapshot, { recursive: true });

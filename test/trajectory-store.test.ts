@@ -3,9 +3,9 @@
  * is readable and resumable without losing or duplicating a record.
  */
 import { describe, expect, it } from "vitest";
-import { appendFileSync, existsSync, readdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { openTrajectoryWriter, readTrajectories } from "../src/data/trajectory-store.js";
+import { openTrajectoryWriter, readTrajectories, type TrajectoryWriter } from "../src/data/trajectory-store.js";
 import { readParquetInfo } from "../src/data/parquet.js";
 import { rewritePartWithout } from "../src/data/trajectory-compaction.js";
 import { journalLine } from "../src/data/trajectory-journal.js";
@@ -15,6 +15,11 @@ import type { Trajectory } from "../src/data/trajectory.js";
 import { tempDir } from "./helpers/tmp.js";
 
 const tmp = () => tempDir("traj");
+/** A write, then every part it queued on disk: the crash states below are built from known part boundaries. */
+async function writeSettled(writer: TrajectoryWriter, trajectory: Trajectory): Promise<void> {
+  await writer.write(trajectory);
+  await writer.settled();
+}
 async function readAll(file: string): Promise<Trajectory[]> {
   const out: Trajectory[] = [];
   for await (const t of readTrajectories(file)) out.push(t);
@@ -121,6 +126,36 @@ describe.each(["parquet", "jsonl"])("trajectory store (%s)", (ext) => {
 });
 
 describe("trajectory parquet", () => {
+  it("a write resolves once its journal line is written, while the part it queued is still being written", async () => {
+    const file = path.join(tmp(), "t.parquet");
+    const writer = await openTrajectoryWriter(file, { rowGroupSize: 2 });
+    await writer.write(makeTrajectory(0));
+    const order: string[] = [];
+    // The second trajectory fills a part: its write must not wait for the part's file (an fsync), or a rollout slot
+    // stands idle, holding the finished trajectory, until the part is on disk.
+    const write = writer.write(makeTrajectory(1)).then(() => order.push("write"));
+    const part = writer.settled().then(() => order.push("part on disk"));
+    await Promise.all([write, part]);
+    expect(order).toEqual(["write", "part on disk"]);
+    expect(readdirSync(`${file}.parts`)).toContain("part-000001.parquet");
+    await writer.close();
+    expect((await readAll(file)).map((t) => t.id)).toEqual([0, 1].map(idOf));
+  });
+
+  it("a part that cannot be written fails the writes after it and close(), naming the cause", async () => {
+    const file = path.join(tmp(), "t.parquet");
+    const partsDir = `${file}.parts`;
+    const writer = await openTrajectoryWriter(file, { rowGroupSize: 2 });
+    await writer.write(makeTrajectory(0));
+    // The parts folder replaced by a file: the part's journal cannot be moved beside it.
+    rmSync(partsDir, { recursive: true, force: true });
+    writeFileSync(partsDir, "not a folder");
+    await writer.write(makeTrajectory(1)).catch(() => undefined);
+    await expect(writer.settled()).rejects.toThrow(/ENOENT|ENOTDIR/);
+    await expect(writer.write(makeTrajectory(2))).rejects.toThrow(/ENOENT|ENOTDIR/);
+    await expect(writer.close()).rejects.toThrow(/ENOENT|ENOTDIR/);
+  });
+
   it("many writers at once still fill whole row groups (a part per arrival made one row group per trajectory or two)", async () => {
     const file = path.join(tmp(), "t.parquet");
     const writer = await openTrajectoryWriter(file, { rowGroupSize: 32 });
@@ -179,6 +214,7 @@ print(json.dumps({"rows": m.num_rows, "groups": m.num_row_groups, "types": {n: s
     const file = path.join(tmp(), "t.parquet");
     const w = await openTrajectoryWriter(file, { rowGroupSize: 2 });
     for (let i = 0; i < 3; i++) await w.write(makeTrajectory(i));
+    await w.settled();
     const part = path.join(`${file}.parts`, "part-000001.parquet");
     const chunks = pythonJson<{ stats: boolean; columnIndex: boolean }[]>(
       `import json, sys, pyarrow.parquet as pq
@@ -215,7 +251,7 @@ describe("trajectory parquet: a part's own journal", () => {
     const file = path.join(tmp(), "t.parquet");
     const partsDir = `${file}.parts`;
     const writer = await openTrajectoryWriter(file, { rowGroupSize: 2 });
-    for (const i of range(5)) await writer.write(makeTrajectory(i));
+    for (const i of range(5)) await writeSettled(writer, makeTrajectory(i));
     expect(readdirSync(partsDir).sort()).toEqual(["part-000001.parquet", "part-000002.parquet", "pending.jsonl"]);
     writeFileSync(path.join(partsDir, "pending-000002.jsonl"), [2, 3].map((i) => `${journalLine(makeTrajectory(i))}\n`).join(""));
     const seen = await readAll(file);
@@ -313,7 +349,7 @@ describe("resume killed while it removes failed trajectories", () => {
     const partsDir = `${file}.parts`;
     // rowGroupSize 2: parts 1-3 hold records 0-5, the journal 6. Failed: 1 (part 1), 3 (part 2), 6 (journal).
     const writer = await openTrajectoryWriter(file, { rowGroupSize: 2 });
-    for (const i of range(7)) await writer.write([1, 3, 6].includes(i) ? failed(i) : makeTrajectory(i));
+    for (const i of range(7)) await writeSettled(writer, [1, 3, 6].includes(i) ? failed(i) : makeTrajectory(i));
     expect(readdirSync(partsDir).sort()).toEqual(["part-000001.parquet", "part-000002.parquet", "part-000003.parquet", "pending.jsonl"]);
     // The state a kill leaves mid-compaction: part 1 rewritten, part 2 not yet, the journal not yet, and the
     // temporary of a rewrite cut before its rename.

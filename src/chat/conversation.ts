@@ -225,7 +225,10 @@ export class Conversation {
   /** Re-renders the message list and compares it with the accumulated tokens. Records the result; never rewrites. */
   driftCheck(mode: DriftMode = this.driftMode): DriftReport {
     if (mode === "off") return compareTokens(this.model, this.ids, this.ids, "off");
-    let rendered = this.model.encodeAfter(this.prompt, this.model.renderOnce(this.messageList, this.renderOptions(!this.inAssistantTurn)));
+    // Its new pieces are the sampled turns' text, encoded here once: kept in the cache, each would hold the whole
+    // render it was sliced from until the cache starts over.
+    const text = this.model.renderOnce(this.messageList, this.renderOptions(!this.inAssistantTurn));
+    let rendered = this.model.encodeAfter(this.prompt, text, { remember: false });
     if (this.inAssistantTurn) rendered = this.withoutTurnClosing(rendered);
     const report = compareTokens(this.model, this.ids, rendered, mode);
     this.driftMetrics.checks += 1;

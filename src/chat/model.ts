@@ -171,8 +171,11 @@ export class ChatModel {
     this.bridgeText = this.findBridge();
   }
 
-  /** Token ids of `text`, with no BOS/EOS or other special tokens added. */
-  encode(text: string): number[] {
+  /**
+   * Token ids of `text`, with no BOS/EOS or other special tokens added. `remember: false` for a text whose new pieces
+   * will not come again (the drift check's sampled turns): known pieces still come from the cache.
+   */
+  encode(text: string, { remember = true }: { remember?: boolean } = {}): number[] {
     // A rollout encodes the same pieces over and over (system prompt with tools, the question, the generation
     // prompt); the tokenizer is the client's largest CPU cost (bench/rollout-overhead.mjs), so pieces are cached.
     return encodeSegmented(
@@ -181,6 +184,7 @@ export class ChatModel {
       (content) => this.tokenizer.token_to_id(content)!,
       this.encodePiece,
       this.pieceCache,
+      remember,
     );
   }
 
@@ -271,11 +275,11 @@ export class ChatModel {
    * neither scanned nor looked up again. Exact because encode splits at added tokens and encodes the text on either
    * side independently (segmented-encode.ts); a text that does not start so is encoded whole.
    */
-  encodeAfter(known: EncodedText, text: string): number[] {
+  encodeAfter(known: EncodedText, text: string, options: { remember?: boolean } = {}): number[] {
     const cut = this.cutOf(known);
-    if (cut === null || !text.startsWith(cut.prefix)) return this.encode(text);
+    if (cut === null || !text.startsWith(cut.prefix)) return this.encode(text, options);
     const out = known.ids.slice(0, cut.tokens);
-    for (const id of this.encode(text.slice(cut.prefix.length))) out.push(id);
+    for (const id of this.encode(text.slice(cut.prefix.length), options)) out.push(id);
     return out;
   }
 

@@ -47,7 +47,8 @@ const MAX_CACHED_PIECE_CHARS = 65_536;
 
 /**
  * encode(text), piece by piece: the stretches between added tokens go through `encodePiece` (or the cache) and
- * each added token becomes its id. Without a splitter the whole text is one piece.
+ * each added token becomes its id. Without a splitter the whole text is one piece. With `remember` false, pieces
+ * found in the cache are used but new ones are not added: for a text whose new pieces will not recur.
  */
 export function encodeSegmented(
   text: string,
@@ -55,12 +56,13 @@ export function encodeSegmented(
   addedId: (content: string) => number,
   encodePiece: (piece: string) => number[],
   cache: MemoMap<string, number[]>,
+  remember = true,
 ): number[] {
   const cachedPiece = (piece: string): number[] => {
     let ids = cache.get(piece);
     if (!ids) {
       ids = encodePiece(piece);
-      if (piece.length <= MAX_CACHED_PIECE_CHARS) cache.set(piece, ids);
+      if (remember && piece.length <= MAX_CACHED_PIECE_CHARS) cache.set(piece, ids);
     }
     return ids;
   };

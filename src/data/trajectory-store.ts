@@ -78,7 +78,13 @@ export interface TrajectoryWriter {
   readonly keptFailed: number;
   /** Trajectories written by this writer. */
   readonly written: number;
+  /**
+   * Resolves once the trajectory's line is in the journal (or the `.jsonl` file): safe from a kill. A parquet part
+   * is written behind it; a write waits for that only when parts fall a whole part behind.
+   */
   write(trajectory: Trajectory): Promise<void>;
+  /** Resolves once every parquet part queued so far is on disk (`.jsonl`: at once); rejects if one failed. */
+  settled(): Promise<void>;
   /** Finishes the file. Safe to call once; after a crash, reopening with `resume` finishes it instead. */
   close(): Promise<void>;
 }
@@ -155,8 +161,9 @@ class LineAppender {
    */
   rotate(to: string): void {
     this.flush();
-    closeSync(this.fd);
+    // Renamed while open (the descriptor follows the file), so a failed rename leaves this appender as it was.
     renameSync(this.file, to);
+    closeSync(this.fd);
     this.fd = openSync(this.file, "a+");
   }
   /** Atomically replaces the file's content with `lines` (temporary file, fsync, rename) and appends there next. */
@@ -250,6 +257,7 @@ async function openJsonl(file: string, options: OpenOptions): Promise<Trajectory
       written += 1;
       await appender.append(JSON.stringify(trajectory));
     },
+    async settled() {},
     async close() {
       appender.close();
       if (options.sampleOrder) await rewriteInSampleOrder(file);
@@ -366,6 +374,8 @@ function partsWriter(state: {
   let chain: Promise<void> = Promise.resolve();
   /** A part write is queued and has not taken its rows yet: the trajectories arriving meanwhile go into it. */
   let partQueued = false;
+  /** The first part write that failed: every later write and close() rejects with it. */
+  let partFailure: { error: unknown } | undefined;
 
   const flushPart = async (): Promise<void> => {
     if (pending.length === 0) return;
@@ -391,6 +401,7 @@ function partsWriter(state: {
       return written;
     },
     write(trajectory) {
+      if (partFailure) return Promise.reject(partFailure.error);
       const { line, lists } = journalEntry(trajectory);
       const journaled = appender.append(line);
       pending.push({ ...trajectory, ...lists });
@@ -403,8 +414,18 @@ function partsWriter(state: {
           partQueued = false;
           return flushPart();
         });
+        chain.catch((error: unknown) => {
+          partFailure ??= { error };
+        });
       }
+      // The journal line is what keeps a trajectory safe from a crash, so that is what a write waits for. Waiting for
+      // the part being written as well held every trajectory finishing during its fsync, and the slot that ran it,
+      // until the part was on disk; it waits only when parts fall a whole part behind (backpressure).
+      if (pending.length < 2 * rowGroupSize) return journaled;
       return Promise.all([journaled, chain]).then(() => undefined);
+    },
+    settled() {
+      return chain;
     },
     async close() {
       await chain;
