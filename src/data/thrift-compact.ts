@@ -70,20 +70,36 @@ class Reader {
     return this.bytes[this.at++]!;
   }
 
-  private varint(): bigint {
-    let result = 0n;
-    let shift = 0n;
-    for (;;) {
+  /**
+   * A varint as a Number while it has at most 49 bits (7 bytes), exact there, and as a bigint past that: footers
+   * are thousands of small integers, and building each byte by byte in bigint arithmetic was most of a merge's CPU.
+   */
+  private varintValue(): number | bigint {
+    let result = 0;
+    let scale = 1;
+    for (let i = 0; i < 7; i++) {
       const b = this.byte();
-      result |= BigInt(b & 0x7f) << shift;
+      result += (b & 0x7f) * scale;
       if ((b & 0x80) === 0) return result;
-      shift += 7n;
-      if (shift > 70n) throw new Error("thrift: varint too long");
+      scale *= 128;
     }
+    let big = BigInt(result);
+    for (let shift = 49n; shift <= 70n; shift += 7n) {
+      const b = this.byte();
+      big |= BigInt(b & 0x7f) << shift;
+      if ((b & 0x80) === 0) return big;
+    }
+    throw new Error("thrift: varint too long");
+  }
+
+  /** A varint used as a length or a count. */
+  private size(): number {
+    return Number(this.varintValue());
   }
 
   private zigzag(): bigint {
-    const n = this.varint();
+    const n = this.varintValue();
+    if (typeof n === "number") return BigInt(n % 2 === 0 ? n / 2 : -(n + 1) / 2);
     return (n >> 1n) ^ -(n & 1n);
   }
 
@@ -120,7 +136,7 @@ class Reader {
         return view.getFloat64(0, true);
       }
       case T.BINARY: {
-        const length = Number(this.varint());
+        const length = this.size();
         if (this.at + length > this.bytes.length) throw new Error("thrift: truncated binary");
         const value = this.bytes.slice(this.at, this.at + length);
         this.at += length;
@@ -130,13 +146,13 @@ class Reader {
       case T.SET: {
         const header = this.byte();
         const elementType = header & 0x0f;
-        const size = header >> 4 === 15 ? Number(this.varint()) : header >> 4;
+        const size = header >> 4 === 15 ? this.size() : header >> 4;
         const items: ThriftValue[] = [];
         for (let i = 0; i < size; i++) items.push(this.value(elementType));
         return { elementType, items };
       }
       case T.MAP: {
-        const size = Number(this.varint());
+        const size = this.size();
         if (size === 0) return { keyType: 0, valueType: 0, entries: [] };
         const types = this.byte();
         const keyType = types >> 4;
@@ -153,6 +169,10 @@ class Reader {
   }
 }
 
+/** 2^53, and half of it: below these a varint (a zigzag) is exact in Number arithmetic. */
+const SAFE_LIMIT = 2n ** 53n;
+const HALF_SAFE_LIMIT = 2n ** 52n;
+
 class Writer {
   private out: number[] = [];
 
@@ -160,7 +180,17 @@ class Writer {
     return Uint8Array.from(this.out);
   }
 
-  private varint(n: bigint): void {
+  /** `n` ≥ 0, in Number arithmetic where it is exact (below 2^53), as the reader does. */
+  private varint(n: bigint | number): void {
+    if (typeof n === "number" || n < SAFE_LIMIT) {
+      let v = Number(n);
+      while (v >= 0x80) {
+        this.out.push((v % 0x80) | 0x80);
+        v = Math.floor(v / 0x80);
+      }
+      this.out.push(v);
+      return;
+    }
     let v = n;
     while (v >= 0x80n) {
       this.out.push(Number(v & 0x7fn) | 0x80);
@@ -170,6 +200,11 @@ class Writer {
   }
 
   private zigzag(n: bigint): void {
+    if (n > -HALF_SAFE_LIMIT && n < HALF_SAFE_LIMIT) {
+      const v = Number(n);
+      this.varint(v >= 0 ? v * 2 : -v * 2 - 1);
+      return;
+    }
     this.varint(n >= 0n ? n << 1n : (-n << 1n) - 1n);
   }
 
@@ -211,7 +246,7 @@ class Writer {
       }
       case T.BINARY: {
         const bytes = value as Uint8Array;
-        this.varint(BigInt(bytes.length));
+        this.varint(bytes.length);
         for (const b of bytes) this.out.push(b);
         return;
       }
@@ -221,14 +256,14 @@ class Writer {
         if (list.items.length < 15) this.out.push((list.items.length << 4) | list.elementType);
         else {
           this.out.push(0xf0 | list.elementType);
-          this.varint(BigInt(list.items.length));
+          this.varint(list.items.length);
         }
         for (const item of list.items) this.value(list.elementType, item);
         return;
       }
       case T.MAP: {
         const map = value as ThriftMap;
-        this.varint(BigInt(map.entries.length));
+        this.varint(map.entries.length);
         if (map.entries.length === 0) return;
         this.out.push((map.keyType << 4) | map.valueType);
         for (const [k, v] of map.entries) {
