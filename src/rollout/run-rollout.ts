@@ -134,9 +134,17 @@ class Rollout {
     while (this.failure === undefined && !this.controller.signal.aborted) {
       const next = await this.nextSample();
       if (next.done) return;
-      const trajectory = await this.runSample(next.value);
-      if (trajectory) await this.record(trajectory);
+      await this.runAndRecord(next.value);
     }
+  }
+
+  /**
+   * A frame of its own for the finished trajectory: held in the loop above, it stayed in the suspended slot's saved
+   * registers while the slot ran its next trajectory (V8 keeps them), a whole trajectory's record per slot.
+   */
+  private async runAndRecord(sample: Sample): Promise<void> {
+    const trajectory = await this.runSample(sample);
+    if (trajectory) await this.record(trajectory);
   }
 
   /** The first failure stops every slot. */
