@@ -28,6 +28,14 @@ describe("freezeTemplateValue", () => {
     expect(Object.isFrozen(value.function.parameters.properties.b.enum)).toBe(true);
   });
 
+  it("leaves a value that contains itself (as a YAML alias can build) unfrozen instead of recursing forever", () => {
+    const value: Record<string, unknown> = { name: "calc", parameters: { type: "object" } };
+    (value.parameters as Record<string, unknown>).self = value;
+    expect(freezeTemplateValue(value)).toBe(value);
+    expect(Object.isFrozen(value)).toBe(false);
+    expect(Object.isFrozen(value.parameters)).toBe(false);
+  });
+
   it("leaves alone a value holding something that is not plain data, and the plain parts beside it stay frozen", () => {
     class Custom {
       x = 1;

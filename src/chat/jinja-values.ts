@@ -306,14 +306,20 @@ export function freezeTemplateValue<T>(value: T): T {
   return value;
 }
 
-/** True when `value` and everything in it is plain data, now frozen. */
-function freezeDeeply(value: unknown): boolean {
+/**
+ * True when `value` and everything in it is plain data, now frozen. A value that contains itself (a YAML alias can
+ * build one) is not JSON: it is left unfrozen, and `tojson` reports it as it would without freezing.
+ */
+function freezeDeeply(value: unknown, ancestors: Set<object> = new Set()): boolean {
   if (value === null || typeof value !== "object") return typeof value !== "function" && typeof value !== "symbol" && typeof value !== "bigint";
   if (deeplyFrozen.has(value)) return true;
+  if (ancestors.has(value)) return false;
   const proto = Object.getPrototypeOf(value);
   if (!Array.isArray(value) && proto !== Object.prototype && proto !== null) return false;
+  ancestors.add(value);
   let plain = true;
-  for (const item of Object.values(value)) if (!freezeDeeply(item)) plain = false;
+  for (const item of Object.values(value)) if (!freezeDeeply(item, ancestors)) plain = false;
+  ancestors.delete(value);
   if (!plain) return false;
   Object.freeze(value);
   deeplyFrozen.add(value);
