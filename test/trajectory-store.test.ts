@@ -111,6 +111,16 @@ describe.each(["parquet", "jsonl"])("trajectory store (%s)", (ext) => {
     expect((await readAll(file)).map((t) => t.id).sort()).toEqual([0, 1, 2, 3].map((i) => makeTrajectory(i).id).sort());
   });
 
+  it("writes a turn's batch larger than one writev(2) takes whole and in order", async () => {
+    const file = path.join(tmp(), `t.${ext}`);
+    const writer = await openTrajectoryWriter(file, { rowGroupSize: 1000 });
+    const journal = ext === "jsonl" ? file : path.join(`${file}.parts`, "pending.jsonl");
+    await Promise.all(range(600).map((i) => writer.write(makeTrajectory(i))));
+    const ids = readFileSync(journal, "utf8").split("\n").filter(Boolean).map((line) => (JSON.parse(line) as Trajectory).id);
+    expect(ids).toEqual(range(600).map(idOf));
+    await writer.close();
+  });
+
   it("drops a torn last line left by a kill mid-write", async () => {
     const file = path.join(tmp(), `t.${ext}`);
     const writer = await openTrajectoryWriter(file, { rowGroupSize: 100 });
