@@ -287,8 +287,8 @@ describe("property: random conversations keep the record consistent", () => {
     fc.assert(
       fc.property(fc.string({ maxLength: 30 }), fc.array(turn, { minLength: 1, maxLength: 4 }), (question, turns) => {
         const conversation = Conversation.start(model, [{ role: "user", content: question }]);
-        const expectedMask: number[] = conversation.tokenIds.map(() => 0);
-        const expectedLogprobs: number[] = conversation.tokenIds.map(() => 0);
+        const expectedMask: number[] = [...conversation.tokenIds].map(() => 0);
+        const expectedLogprobs: number[] = [...conversation.tokenIds].map(() => 0);
         for (const [k, t] of turns.entries()) {
           const ids = t.closed ? [...t.sampled, model.endOfTurnTokenId] : t.sampled;
           const logprobs = ids.map((_, i) => -(i + 1) / 7);
@@ -303,7 +303,7 @@ describe("property: random conversations keep the record consistent", () => {
               expectedLogprobs.push(...Array.from({ length: result.tokens }, () => 0));
             }
           }
-          expect(conversation.tokenIds.slice(0, before.length)).toEqual(before);
+          expect([...conversation.tokenIds.slice(0, before.length)]).toEqual(before);
         }
         const n = conversation.totalLength;
         expect(conversation.lossMask).toHaveLength(n);
@@ -431,7 +431,7 @@ describe("sampled ids past the tokenizer's vocabulary", () => {
     const conversation = Conversation.start(model, [{ role: "user", content: "hi" }]);
     const hello = model.encode("Hello");
     conversation.appendSampled([...hello, PADDING_ID, model.endOfTurnTokenId]);
-    expect(conversation.lossMask.slice(-hello.length - 2)).toEqual(new Array(hello.length + 2).fill(1));
+    expect([...conversation.lossMask.slice(-hello.length - 2)]).toEqual(new Array(hello.length + 2).fill(1));
     expect(model.decode([...hello, PADDING_ID], { skipSpecialTokens: true })).toBe("Hello");
   });
 

@@ -12,6 +12,7 @@ import { environmentDeltaText } from "./delta.js";
 import { compareTokens, type DriftMode, type DriftReport } from "./drift.js";
 import type { ChatModel, EncodedText } from "./model.js";
 import type { ChatMessage, ToolCall, ToolSchema } from "./messages.js";
+import { TokenColumns } from "./token-columns.js";
 
 export type SegmentKind = "prompt" | "assistant" | "tool" | "user";
 
@@ -82,9 +83,8 @@ export class Conversation {
   readonly driftMetrics: DriftMetrics = { checks: 0, mismatches: 0 };
   lastDriftReport: DriftReport | undefined;
 
-  private readonly ids: number[];
-  private readonly mask: number[];
-  private readonly logprobs: number[];
+  /** The ids, loss mask and logprobs, a row per token (token-columns.ts). */
+  private readonly columns: TokenColumns;
   private readonly segmentList: Segment[] = [];
   private readonly messageList: ChatMessage[] = [];
   private readonly warn: ((message: string) => void) | undefined;
@@ -106,11 +106,10 @@ export class Conversation {
     this.warn = options.warn;
     this.messageList.push(...messages.map((message) => ({ ...message })));
     this.prompt = model.renderTokens(messages, this.renderOptions(true));
-    // The prompt fills the per-token arrays in one go (a push per token grew four arrays a few times each).
+    // Room for a response as long again as the prompt, or 1,024 tokens, before the columns first grow.
     const n = this.prompt.ids.length;
-    this.ids = this.prompt.ids.slice();
-    this.mask = new Array<number>(n).fill(0);
-    this.logprobs = new Array<number>(n).fill(0);
+    this.columns = new TokenColumns(Math.max(2 * n, n + 1024));
+    this.columns.append(this.prompt.ids, 0, undefined);
     this.segmentList.push({ kind: "prompt", turn: 0, start: 0, end: n });
     this.checkInvariants();
     this.promptLengthValue = n;
@@ -176,7 +175,7 @@ export class Conversation {
       throw new AgentrlError("environment messages can only follow a sampled assistant turn");
     }
     if (messages.length === 0) throw new AgentrlError("appendEnvironment needs at least one message");
-    const last = this.ids[this.ids.length - 1];
+    const last = this.columns.lastId();
     // A turn cut short (length limit, stop string) has no end-of-turn token; the template's context has one.
     const closing = last !== undefined && this.model.endsTurn(last) ? [] : [this.model.endOfTurnTokenId];
     const delta = environmentDeltaText(this.model, messages, {
@@ -208,7 +207,7 @@ export class Conversation {
   /** The ids of the last assistant turn, as sampled. */
   lastAssistantIds(): number[] {
     const segment = this.lastSegmentOf("assistant");
-    return segment ? this.ids.slice(segment.start, segment.end) : [];
+    return segment ? this.columns.idRange(segment.start, segment.end) : [];
   }
 
   /**
@@ -224,13 +223,13 @@ export class Conversation {
 
   /** Re-renders the message list and compares it with the accumulated tokens. Records the result; never rewrites. */
   driftCheck(mode: DriftMode = this.driftMode): DriftReport {
-    if (mode === "off") return compareTokens(this.model, this.ids, this.ids, "off");
+    if (mode === "off") return compareTokens(this.model, this.columns.ids(), this.columns.ids(), "off");
     // Its new pieces are the sampled turns' text, encoded here once: kept in the cache, each would hold the whole
     // render it was sliced from until the cache starts over.
     const text = this.model.renderOnce(this.messageList, this.renderOptions(!this.inAssistantTurn));
     let rendered = this.model.encodeAfter(this.prompt, text, { remember: false });
     if (this.inAssistantTurn) rendered = this.withoutTurnClosing(rendered);
-    const report = compareTokens(this.model, this.ids, rendered, mode);
+    const report = compareTokens(this.model, this.columns.ids(), rendered, mode);
     this.driftMetrics.checks += 1;
     this.lastDriftReport = report;
     if (report.status === "drift") {
@@ -247,17 +246,17 @@ export class Conversation {
     this.checkInvariants();
     const p = this.promptLengthValue;
     return {
-      promptIds: this.ids.slice(0, p),
-      responseIds: this.ids.slice(p),
-      responseMask: this.mask.slice(p),
-      responseLogprobs: this.logprobs.slice(p),
+      promptIds: this.columns.idRange(0, p),
+      responseIds: this.columns.idRange(p),
+      responseMask: this.columns.maskRange(p),
+      responseLogprobs: this.columns.logprobRange(p),
       segments: this.segmentList
         .filter((segment) => segment.kind !== "prompt")
         .map((segment) => ({
           ...segment,
           start: segment.start - p,
           end: segment.end - p,
-          text: this.model.decode(this.ids.slice(segment.start, segment.end)),
+          text: this.model.decode(this.columns.idRange(segment.start, segment.end)),
         })),
       messages: this.messages,
       assistantTurns: this.assistantTurnCount,
@@ -266,7 +265,7 @@ export class Conversation {
   }
 
   get totalLength(): number {
-    return this.ids.length;
+    return this.columns.length;
   }
 
   get promptLength(): number {
@@ -274,7 +273,7 @@ export class Conversation {
   }
 
   get responseLength(): number {
-    return this.ids.length - this.promptLengthValue;
+    return this.columns.length - this.promptLengthValue;
   }
 
   get assistantTurns(): number {
@@ -286,16 +285,22 @@ export class Conversation {
     return !this.inAssistantTurn;
   }
 
-  get tokenIds(): readonly number[] {
-    return this.ids;
+  /** The record's ids so far: a view that does not follow later appends (it is what each request sends). */
+  get tokenIds(): Int32Array {
+    return this.columns.ids();
   }
 
-  get lossMask(): readonly number[] {
-    return this.mask;
+  /** The ids from `start` to `end` (default: the end of the record), as a plain array of their own. */
+  idsBetween(start: number, end?: number): number[] {
+    return this.columns.idRange(start, end);
   }
 
-  get tokenLogprobs(): readonly number[] {
-    return this.logprobs;
+  get lossMask(): Uint8Array {
+    return this.columns.mask();
+  }
+
+  get tokenLogprobs(): Float64Array {
+    return this.columns.logprobs();
   }
 
   /** All segments, prompt included, with offsets into the whole sequence. */
@@ -321,7 +326,7 @@ export class Conversation {
    * end-of-turn token when the turn was cut short); the record cannot hold those yet, so they are not compared.
    */
   private withoutTurnClosing(rendered: number[]): number[] {
-    const last = this.ids[this.ids.length - 1];
+    const last = this.columns.lastId();
     const closing = [
       ...(last !== undefined && this.model.endsTurn(last) ? [] : [this.model.endOfTurnTokenId]),
       ...this.model.encode(this.model.bridgeText),
@@ -342,7 +347,7 @@ export class Conversation {
     logprobs: readonly number[] | undefined,
   ): void {
     const index = this.segmentList.length;
-    const start = this.ids.length;
+    const start = this.columns.length;
     this.segmentList.push({ ...segment, start, end: start });
     this.appendTokens(index, ids, maskValue, logprobs);
   }
@@ -357,21 +362,14 @@ export class Conversation {
     maskValue: 0 | 1,
     logprobs: readonly number[] | undefined,
   ): void {
-    for (let i = 0; i < ids.length; i++) {
-      this.ids.push(ids[i]!);
-      this.mask.push(maskValue);
-      this.logprobs.push(maskValue === 1 ? (logprobs?.[i] ?? 0) : 0);
-    }
-    this.segmentList[segmentIndex]!.end = this.ids.length;
+    this.columns.append(ids, maskValue, logprobs);
+    this.segmentList[segmentIndex]!.end = this.columns.length;
     this.checkInvariants();
   }
 
   /** Every per-token array has one entry per token, and the segments tile the sequence. A failure here is a bug. */
   private checkInvariants(): void {
-    const n = this.ids.length;
-    if (this.mask.length !== n || this.logprobs.length !== n) {
-      throw new AgentrlError(`conversation invariant broken: ${n} ids, ${this.mask.length} mask, ${this.logprobs.length} logprobs`);
-    }
+    const n = this.columns.length;
     let cursor = 0;
     for (const segment of this.segmentList) {
       if (segment.start !== cursor || segment.end < segment.start) {

@@ -37,20 +37,23 @@ const EXCERPT_TOKENS = 8;
 
 export function compareTokens(
   model: ChatModel,
-  accumulated: readonly number[],
-  rendered: readonly number[],
+  accumulatedIds: ArrayLike<number>,
+  renderedIds: ArrayLike<number>,
   mode: DriftMode,
 ): DriftReport {
   const base = {
     mode,
-    accumulatedLength: accumulated.length,
-    renderedLength: rendered.length,
+    accumulatedLength: accumulatedIds.length,
+    renderedLength: renderedIds.length,
   };
   if (mode === "off") {
     return { ...base, status: "skipped", firstDifference: -1, accumulatedExcerpt: "", renderedExcerpt: "" };
   }
-  const first = firstDifference(accumulated, rendered);
+  const first = firstDifference(accumulatedIds, renderedIds);
   if (first < 0) return { ...base, status: "match", firstDifference: -1, accumulatedExcerpt: "", renderedExcerpt: "" };
+  // A difference is rare: only then are the ids copied into plain arrays to decode.
+  const accumulated = Array.from(accumulatedIds);
+  const rendered = Array.from(renderedIds);
 
   const excerpt = (ids: readonly number[]) =>
     model.decode(ids.slice(Math.max(0, first - EXCERPT_TOKENS), first + EXCERPT_TOKENS));
@@ -74,7 +77,7 @@ export function compareTokens(
   return { ...report, status: "drift" };
 }
 
-function firstDifference(a: readonly number[], b: readonly number[]): number {
+function firstDifference(a: ArrayLike<number>, b: ArrayLike<number>): number {
   const n = Math.min(a.length, b.length);
   for (let i = 0; i < n; i++) if (a[i] !== b[i]) return i;
   return a.length === b.length ? -1 : n;

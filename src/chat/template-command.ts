@@ -96,8 +96,8 @@ export function templateJson(model: ChatModel, conversation: Conversation, drift
 
 /** The human view: the text with sampled spans highlighted, then one line per token, then a summary. */
 export function formatTemplate(model: ChatModel, conversation: Conversation, drift: DriftReport, color: boolean): string {
-  const ids = conversation.tokenIds;
-  const mask = conversation.lossMask;
+  const ids = [...conversation.tokenIds];
+  const mask = [...conversation.lossMask];
   const lines: string[] = [];
   lines.push(style.bold(`model ${model.dir}`, color));
   lines.push(

@@ -185,7 +185,7 @@ function parseOwnCall(model: ChatModel, conversation: Conversation, offered: rea
   const tool = offered[0]!;
   // The first assistant turn is exactly the tokens the template writes for the call.
   const turn = conversation.segments.find((segment) => segment.kind === "assistant" && segment.turn === 0);
-  const ids = turn ? conversation.tokenIds.slice(turn.start, turn.end) : [];
+  const ids = turn ? conversation.idsBetween(turn.start, turn.end) : [];
   try {
     const resolved = format === "auto" ? `auto → ${detectParserFormat(model.chatTemplate, model.addedTokens())}` : format;
     const parser = getParser(format, { chatTemplate: model.chatTemplate, specialTokens: model.addedTokens() });

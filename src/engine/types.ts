@@ -30,7 +30,8 @@ export interface SamplingParams {
 
 export interface GenerateRequest {
   /** Read when each attempt is sent (a retry's too): the caller leaves it unchanged until generate() returns. */
-  inputIds: readonly number[];
+  /** Plain, or a conversation's typed record (chat/token-columns.ts) sent as it is. */
+  inputIds: readonly number[] | Int32Array;
   samplingParams: SamplingParams;
   /** Request id sent to SGLang; a fresh one is made when omitted and for every retry. */
   rid?: string;

@@ -183,8 +183,8 @@ export function generateBody(
   req: Pick<GenerateRequest, "inputIds" | "samplingParams" | "priority" | "topLogprobs">,
   attempt: { rid: string; loraPath?: string | null },
 ): string {
-  return JSON.stringify({
-    input_ids: req.inputIds,
+  // The ids are joined into the text by hand: JSON.stringify prints a typed array as an object of its indices.
+  const rest = JSON.stringify({
     sampling_params: toWireSamplingParams(req.samplingParams),
     rid: attempt.rid,
     return_logprob: true,
@@ -192,6 +192,7 @@ export function generateBody(
     ...(attempt.loraPath ? { lora_path: attempt.loraPath } : {}),
     ...(req.topLogprobs ? { top_logprobs_num: req.topLogprobs } : {}),
   });
+  return `{"input_ids":[${req.inputIds.join(",")}],${rest.slice(1)}`;
 }
 
 /**

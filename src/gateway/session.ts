@@ -168,7 +168,7 @@ export class GatewaySession {
    */
   private sampledLogprobs(from: number, top: readonly TopLogprob[][] | undefined): TokenLogprob[] {
     const { conversation, ctx } = this.run;
-    let ids = conversation.tokenIds.slice(from);
+    let ids = conversation.idsBetween(from);
     if (ids.length > 0 && ctx.model.endsTurn(ids.at(-1)!)) ids = ids.slice(0, -1);
     const logprobs = conversation.tokenLogprobs;
     const entry = (id: number, logprob: number): TokenAlternative => ({ token: ctx.model.decode([id]), logprob, bytes: ctx.model.tokenBytes(id) });

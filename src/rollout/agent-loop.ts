@@ -264,7 +264,7 @@ class TrajectoryAgent implements TrajectoryControl {
     const turns = this.run.log.assistantFinish.length;
     const topLogprobs: TopLogprob[][] | undefined = options.topLogprobs ? [] : undefined;
     const finish = this.end(await sampleAssistantTurn(this.run, options, topLogprobs));
-    const ids = this.run.conversation.tokenIds.slice(before);
+    const ids = this.run.conversation.idsBetween(before);
     const model = this.run.ctx.model;
     let text: string | undefined;
     const finishReason = this.run.log.assistantFinish.length > turns ? this.run.log.assistantFinish.at(-1)! : null;
