@@ -36,6 +36,19 @@ describe("TokenColumns", () => {
     expect(new TokenColumns(0).lastId()).toBeUndefined();
   });
 
+  it("keeps its ids' JSON text equal to the ids through appends and growth", () => {
+    const columns = new TokenColumns(2);
+    expect(columns.idsJson()).toBe("");
+    const all: number[] = [];
+    for (let turn = 0; turn < 12; turn++) {
+      const ids = Array.from({ length: turn % 5 }, (_, i) => 151_000 + 17 * turn + i);
+      columns.append(ids, (turn % 2) as 0 | 1, undefined);
+      all.push(...ids);
+      if (turn % 3 !== 1) expect(columns.idsJson()).toBe(all.join(","));
+    }
+    expect(JSON.parse(`[${columns.idsJson()}]`)).toEqual(all);
+  });
+
   it("is sent to /generate as the same JSON as the plain ids", () => {
     const ids = [151_644, 872, 198, 0, 151_645];
     const columns = new TokenColumns(2);
@@ -44,6 +57,7 @@ describe("TokenColumns", () => {
     const attempt = { rid: "r-1", loraPath: "adapter" };
     const typed = generateBody({ ...request, inputIds: columns.ids() }, attempt);
     expect(typed).toBe(generateBody({ ...request, inputIds: ids }, attempt));
+    expect(generateBody({ ...request, inputIds: columns.ids(), inputIdsJson: columns.idsJson() }, attempt)).toBe(typed);
     expect(JSON.parse(typed)).toMatchObject({ input_ids: ids, rid: "r-1", priority: 3, lora_path: "adapter", top_logprobs_num: 2 });
   });
 });

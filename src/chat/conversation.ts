@@ -290,6 +290,11 @@ export class Conversation {
     return this.columns.ids();
   }
 
+  /** tokenIds as JSON list items (`1,2,3`), printed once per token (token-columns.ts). */
+  get tokenIdsJson(): string {
+    return this.columns.idsJson();
+  }
+
   /** The ids from `start` to `end` (default: the end of the record), as a plain array of their own. */
   idsBetween(start: number, end?: number): number[] {
     return this.columns.idRange(start, end);

@@ -12,6 +12,9 @@ export class TokenColumns {
   private maskValues: Uint8Array;
   private logprobValues: Float64Array;
   private size = 0;
+  /** The first `idsTextLength` ids as JSON list items (`1,2,3`), extended as ids arrive (idsJson). */
+  private idsText = "";
+  private idsTextLength = 0;
 
   constructor(capacity: number) {
     const room = Math.max(16, capacity);
@@ -44,6 +47,19 @@ export class TokenColumns {
   /** The ids so far, as a view: it does not follow later appends, and must not be written to. */
   ids(): Int32Array {
     return this.idValues.subarray(0, this.size);
+  }
+
+  /**
+   * The ids as JSON list items, `1,2,3`: what every request to the engine prints. Only the ids appended since the
+   * last call are printed; printing the whole record for each request cost more than the rest of the request body.
+   */
+  idsJson(): string {
+    if (this.idsTextLength < this.size) {
+      const fresh = this.idValues.subarray(this.idsTextLength, this.size).join(",");
+      this.idsText = this.idsTextLength === 0 ? fresh : `${this.idsText},${fresh}`;
+      this.idsTextLength = this.size;
+    }
+    return this.idsText;
   }
 
   mask(): Uint8Array {

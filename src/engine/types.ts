@@ -32,6 +32,8 @@ export interface GenerateRequest {
   /** Read when each attempt is sent (a retry's too): the caller leaves it unchanged until generate() returns. */
   /** Plain, or a conversation's typed record (chat/token-columns.ts) sent as it is. */
   inputIds: readonly number[] | Int32Array;
+  /** `inputIds` as JSON list items (`1,2,3`), when the caller keeps that text (a conversation does, token-columns.ts). */
+  inputIdsJson?: string;
   samplingParams: SamplingParams;
   /** Request id sent to SGLang; a fresh one is made when omitted and for every retry. */
   rid?: string;

@@ -180,10 +180,11 @@ export function toWireSamplingParams(params: SamplingParams): Record<string, unk
  * the attempt's `rid` and the client's LoRA adapter (`lora_path`), which are the client's and not the request's.
  */
 export function generateBody(
-  req: Pick<GenerateRequest, "inputIds" | "samplingParams" | "priority" | "topLogprobs">,
+  req: Pick<GenerateRequest, "inputIds" | "inputIdsJson" | "samplingParams" | "priority" | "topLogprobs">,
   attempt: { rid: string; loraPath?: string | null },
 ): string {
-  // The ids are joined into the text by hand: JSON.stringify prints a typed array as an object of its indices.
+  // The ids are put into the text by hand: JSON.stringify prints a typed array as an object of its indices, and a
+  // conversation keeps its ids' text already.
   const rest = JSON.stringify({
     sampling_params: toWireSamplingParams(req.samplingParams),
     rid: attempt.rid,
@@ -192,7 +193,7 @@ export function generateBody(
     ...(attempt.loraPath ? { lora_path: attempt.loraPath } : {}),
     ...(req.topLogprobs ? { top_logprobs_num: req.topLogprobs } : {}),
   });
-  return `{"input_ids":[${req.inputIds.join(",")}],${rest.slice(1)}`;
+  return `{"input_ids":[${req.inputIdsJson ?? req.inputIds.join(",")}],${rest.slice(1)}`;
 }
 
 /**
