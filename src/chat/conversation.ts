@@ -285,7 +285,7 @@ export class Conversation {
     return !this.inAssistantTurn;
   }
 
-  /** The record's ids so far: a view that does not follow later appends (it is what each request sends). */
+  /** The record's ids so far: a view that does not follow later appends and must not be written to (each request sends it). */
   get tokenIds(): Int32Array {
     return this.columns.ids();
   }
@@ -372,7 +372,7 @@ export class Conversation {
     this.checkInvariants();
   }
 
-  /** Every per-token array has one entry per token, and the segments tile the sequence. A failure here is a bug. */
+  /** The segments tile the sequence (the columns keep one row per token by construction). A failure here is a bug. */
   private checkInvariants(): void {
     const n = this.columns.length;
     let cursor = 0;
