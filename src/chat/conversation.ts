@@ -285,7 +285,10 @@ export class Conversation {
     return !this.inAssistantTurn;
   }
 
-  /** The record's ids so far: a view that does not follow later appends and must not be written to (each request sends it). */
+  /**
+   * The record's ids so far, as each request sends them: a view that does not follow later appends, and must not be
+   * written to.
+   */
   get tokenIds(): Int32Array {
     return this.columns.ids();
   }
