@@ -106,9 +106,10 @@ export class Conversation {
     this.warn = options.warn;
     this.messageList.push(...messages.map((message) => ({ ...message })));
     this.prompt = model.renderTokens(messages, this.renderOptions(true));
-    // Room for a response as long again as the prompt, or 1,024 tokens, before the columns first grow.
+    // Room for 256 response tokens before the columns first double: a GSM8K trajectory's record fits, and a long
+    // one doubles a few times, where a generous first size allocated ~17 KB outside the heap for every trajectory.
     const n = this.prompt.ids.length;
-    this.columns = new TokenColumns(Math.max(2 * n, n + 1024));
+    this.columns = new TokenColumns(n + 256);
     this.columns.append(this.prompt.ids, 0, undefined);
     this.segmentList.push({ kind: "prompt", turn: 0, start: 0, end: n });
     this.checkInvariants();
