@@ -118,17 +118,17 @@ export async function checkTrajectoryOutput(file: string, options: OpenOptions =
 }
 
 const NEWLINE = Buffer.from("\n");
-/** Buffers per writev(2), within every platform's IOV_MAX. */
-const IOVECS_PER_WRITE = 512;
+/** Lines per writev(2): two buffers each (the line, its newline), 512 in all, within every platform's IOV_MAX. */
+const LINES_PER_WRITE = 256;
 
 /**
  * Writes `lines`, each followed by a newline, in one writev(2) per 256 lines: each line is encoded straight into a
  * buffer of its own, outside the JS heap, where joining them first built the whole batch again as one string on it.
  */
 function writeLines(fd: number, lines: readonly string[]): void {
-  for (let from = 0; from < lines.length; from += IOVECS_PER_WRITE / 2) {
+  for (let from = 0; from < lines.length; from += LINES_PER_WRITE) {
     const buffers: Buffer[] = [];
-    for (const line of lines.slice(from, from + IOVECS_PER_WRITE / 2)) buffers.push(Buffer.from(line), NEWLINE);
+    for (const line of lines.slice(from, from + LINES_PER_WRITE)) buffers.push(Buffer.from(line), NEWLINE);
     const total = buffers.reduce((sum, buffer) => sum + buffer.length, 0);
     const written = writevSync(fd, buffers);
     // A regular file takes the whole write short of a full disk; a short one goes on where it stopped.

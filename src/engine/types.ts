@@ -29,8 +29,10 @@ export interface SamplingParams {
 }
 
 export interface GenerateRequest {
-  /** Read when each attempt is sent (a retry's too): the caller leaves it unchanged until generate() returns. */
-  /** Plain, or a conversation's typed record (chat/token-columns.ts) sent as it is. */
+  /**
+   * Plain, or a conversation's typed record (chat/token-columns.ts) sent as it is. Read when each attempt is sent (a
+   * retry's too): the caller leaves it unchanged until generate() returns.
+   */
   inputIds: readonly number[] | Int32Array;
   /** `inputIds` as JSON list items (`1,2,3`), when the caller keeps that text (a conversation does, token-columns.ts). */
   inputIdsJson?: string;
