@@ -3,6 +3,7 @@ import os from "node:os";
 import path from "node:path";
 import { defineConfig } from "vitest/config";
 import { LongFirstSequencer } from "./test/long-first-sequencer.js";
+import { suiteEnv } from "./test/suite-env.js";
 
 // One private folder for the whole suite (test/global-setup.ts removes it at the end). Its `tmp` is every test
 // worker's TMPDIR, and so every process a test starts gets it: nothing lands in the machine's temp folder, and each
@@ -19,14 +20,7 @@ export default defineConfig({
     include: ["test/**/*.test.ts"],
     globalSetup: ["test/global-setup.ts"],
     setupFiles: ["test/setup-file.ts"],
-    env: {
-      TMPDIR: suiteTmp,
-      AGENTRL_SUITE_TMP: suiteTmp,
-      AGENTRL_SUITE_CACHE: suiteCache,
-      // Python processes that import transformers make torch's compile cache folder, by default
-      // $TMPDIR/torchinductor_<user>: it is a cache shared by the run, so it goes with the other caches.
-      TORCHINDUCTOR_CACHE_DIR: path.join(suiteCache, "torchinductor"),
-    },
+    env: suiteEnv(suiteRoot),
     testTimeout: 60_000,
     hookTimeout: 60_000,
     // 2-core machines: end-to-end tests spawn the CLI and Python; keep parallelism modest.

@@ -6,10 +6,15 @@
  * starts leave; anything still there at the end fails the run, with the list of what was left.
  */
 import { existsSync, readdirSync, rmSync } from "node:fs";
+import { suiteEnv } from "./suite-env.js";
+import { startWarmStartServer, warmStartSocket } from "./warm-start-server.js";
 
 export default function setup(): () => void {
+  const root = process.env.AGENTRL_SUITE_ROOT;
+  const socket = root ? warmStartSocket(root) : undefined;
+  const warmStart = root && socket ? startWarmStartServer(socket, suiteEnv(root)) : undefined;
   return () => {
-    const root = process.env.AGENTRL_SUITE_ROOT;
+    warmStart?.kill("SIGTERM");
     const tmp = process.env.AGENTRL_SUITE_TMP;
     if (!root || !tmp) return;
     const left = existsSync(tmp) ? readdirSync(tmp) : [];

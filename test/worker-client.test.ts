@@ -169,11 +169,13 @@ describe("WorkerClient", () => {
     expect(error).toBeInstanceOf(WorkerError);
     // It names the command and how the worker ended.
     expect((error as WorkerError).message).toMatch(/stopped during 'init' \((exit code \d+|SIG[A-Z]+)\)/);
-    // The one rank runs without torchrun, whose own lines said how a rank died: the supervisor says it instead.
-    expect((error as WorkerError).logTail).toContain(`the worker (pid ${worker.rank0Pid}) was ended by SIGKILL`);
+    // The one rank runs without torchrun, whose own lines said how a rank died: the supervisor says it instead, of the
+    // process it started (the rank itself, or under the suite's warm start, the rank's stand-in, which dies as it did).
+    expect((error as WorkerError).logTail).toContain(`the worker (pid ${worker.pid}) was ended by SIGKILL`);
     await worker.shutdown(20_000);
     expect(worker.exited).toBe(true);
     expect(() => process.kill(-worker.pid!, 0)).toThrow(/ESRCH/);
+    expect(() => process.kill(worker.rank0Pid, 0)).toThrow(/ESRCH/);
   }, 150_000);
 
   it("surfaces a worker that dies during start-up as a WorkerError with its last log lines", async () => {

@@ -8,6 +8,10 @@ rank 0 broadcasts a shutdown, so every rank exits. The protocol is documented in
 
 from __future__ import annotations
 
+from .warm_start import hand_off
+
+hand_off(__name__)  # a warm start, when AGENTRL_WARM_START names a server (its module says how); before the imports below
+
 import argparse
 import datetime
 import json

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from ..warm_start import hand_off
+
+hand_off(__name__)  # a warm start, when AGENTRL_WARM_START names a server (its module says how); before the imports below
+
 import argparse
 import logging
 import os
