@@ -10,6 +10,10 @@ dtype), so the folder equals what the worker's `save_weights` writes for the sam
 
 from __future__ import annotations
 
+from .warm_start import hand_off
+
+hand_off(__name__)  # a warm start, when AGENTRL_WARM_START names a server (its module says how); before the imports below
+
 import argparse
 import json
 import os

@@ -8,6 +8,10 @@ transformers (and SGLang) load it like any Hugging Face checkpoint. The same arg
 
 from __future__ import annotations
 
+from .warm_start import hand_off
+
+hand_off(__name__)  # a warm start, when AGENTRL_WARM_START names a server (its module says how); before the imports below
+
 import argparse
 import json
 import shutil

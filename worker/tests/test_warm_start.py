@@ -186,8 +186,9 @@ def test_mismatch_names_what_differs() -> None:
     assert "package differs" in warm_start.mismatch(other, {"HOME": "/a", "TORCH_X": "1"})
 
 
-@pytest.mark.parametrize("module", ["agentrl_worker/__main__.py", "agentrl_worker/embedded_server/__main__.py"])
-def test_the_worker_and_the_engine_hand_off_before_anything_else(module: str) -> None:
+@pytest.mark.parametrize("module", ["agentrl_worker/__main__.py", "agentrl_worker/embedded_server/__main__.py",
+                                    "agentrl_worker/make_tiny.py", "agentrl_worker/export_lora.py"])
+def test_the_programs_that_import_torch_hand_off_before_anything_else(module: str) -> None:
     import ast
 
     body = ast.parse((WORKER_DIR / module).read_text()).body
