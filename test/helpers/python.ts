@@ -2,9 +2,13 @@
 import { spawnSync } from "node:child_process";
 import { VENV_PYTHON, REPO_ROOT } from "./cli.js";
 
-export function runPython(args: string[], options: { input?: string; cwd?: string } = {}): { code: number; stdout: string; stderr: string } {
+export function runPython(
+  args: string[],
+  options: { input?: string; cwd?: string; env?: NodeJS.ProcessEnv } = {},
+): { code: number; stdout: string; stderr: string } {
   const result = spawnSync(VENV_PYTHON, args, {
     cwd: options.cwd ?? REPO_ROOT,
+    env: options.env ?? process.env,
     input: options.input ?? "",
     encoding: "utf8",
     maxBuffer: 64 * 1024 * 1024,
