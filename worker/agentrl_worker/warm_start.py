@@ -146,12 +146,7 @@ def _stand_in(child: int, reader: Any) -> None:
 
     for signum in FORWARDED:
         signal.signal(signum, forward)
-    while True:
-        try:
-            line = reader.readline()
-            break
-        except InterruptedError:
-            continue
+    line = reader.readline()  # retried across the forwarded signals (PEP 475)
     if not line:  # the server is gone: so must its child be
         _kill_group(child)
         print("warm start: the server went away while it ran this process", file=sys.stderr, flush=True)
@@ -348,6 +343,8 @@ def _send(conn: socket.socket, message: dict[str, Any]) -> None:
 
 
 def _take_process_state(request: dict[str, Any], fds: list[int]) -> None:
+    global _FORKED
+    _FORKED = True
     for n, fd in enumerate(fds):
         os.dup2(fd, n)
         os.close(fd)
@@ -363,8 +360,6 @@ def _take_process_state(request: dict[str, Any], fds: list[int]) -> None:
     _thread_pools()
     stand_in = request["parent"]
     os.getppid = lambda: _parent_of(stand_in)  # the --parent-pid watches look through the stand-in
-    global _FORKED
-    _FORKED = True
 
 
 def _fresh_randomness() -> None:
