@@ -16,7 +16,7 @@ import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { REPO_ROOT, runCli } from "./helpers/cli.js";
-import { runPython } from "./helpers/python.js";
+import { runPython, torchPythonEnv } from "./helpers/python.js";
 import { demoTwoSteps, readMetrics, readStep } from "./helpers/train.js";
 import { tempDir } from "./helpers/tmp.js";
 
@@ -71,7 +71,7 @@ describe("agentrl train with a LoRA adapter", () => {
     const byModule = path.join(scratch, "export-module");
     const module = runPython(
       ["-m", "agentrl_worker.export_lora", "--adapter", path.join(straight, "lora", "3"), "--base", path.join(REPO_ROOT, "examples", "cpu-demo", "model"), "--out", byModule],
-      { cwd: path.join(REPO_ROOT, "worker") },
+      { cwd: path.join(REPO_ROOT, "worker"), env: torchPythonEnv() },
     );
     expect(module.code, module.stderr).toBe(0);
     const weights = (dir: string) => readFileSync(path.join(dir, "model.safetensors"));

