@@ -11,9 +11,13 @@ import { spawn, type ChildProcess } from "node:child_process";
 import path from "node:path";
 import { MALLOC_SETTINGS } from "../src/torch-threads.js";
 
-/** The socket's path in the suite's folder, or undefined when the suite runs cold. */
+/**
+ * The socket's path in the suite's folder, or undefined when the suite runs cold: on request, or when a long TMPDIR
+ * would make the path longer than a Unix socket's address can hold (108 bytes on Linux).
+ */
 export function warmStartSocket(suiteRoot: string): string | undefined {
-  return process.env.AGENTRL_SUITE_COLD === "1" ? undefined : path.join(suiteRoot, "warm-start.sock");
+  const socket = path.join(suiteRoot, "warm-start.sock");
+  return process.env.AGENTRL_SUITE_COLD === "1" || Buffer.byteLength(socket) > 100 ? undefined : socket;
 }
 
 /**
@@ -29,6 +33,8 @@ export function startWarmStartServer(socket: string, testEnv: Record<string, str
     ["-m", "agentrl_worker.warm_start", "--socket", socket, "--parent-pid", String(process.pid)],
     { cwd: path.join(repo, "worker"), env, stdio: ["ignore", "inherit", "inherit"] },
   );
+  // Without the virtual environment the suite runs cold (and the tests that need Python say why).
+  server.on("error", (err) => console.error(`warm start: the server did not start (${err.message}); the suite runs cold`));
   server.unref();
   return server;
 }
