@@ -10,17 +10,17 @@ import { suiteEnv } from "./test/suite-env.js";
 // test file removes what it makes there (test/helpers/tmp.ts), which global-setup checks. Its `cache` holds what test
 // files share and make once per run (test/helpers/tiny-model.ts); it goes with the suite.
 const suiteRoot = process.env.AGENTRL_SUITE_ROOT ?? mkdtempSync(path.join(os.tmpdir(), "agentrl-suite-"));
-const suiteTmp = path.join(suiteRoot, "tmp");
-const suiteCache = path.join(suiteRoot, "cache");
-for (const dir of [suiteTmp, suiteCache]) mkdirSync(dir, { recursive: true });
-Object.assign(process.env, { AGENTRL_SUITE_ROOT: suiteRoot, AGENTRL_SUITE_TMP: suiteTmp, AGENTRL_SUITE_CACHE: suiteCache });
+const testEnv = suiteEnv(suiteRoot);
+for (const dir of [testEnv.AGENTRL_SUITE_TMP!, testEnv.AGENTRL_SUITE_CACHE!]) mkdirSync(dir, { recursive: true });
+const { AGENTRL_SUITE_ROOT, AGENTRL_SUITE_TMP, AGENTRL_SUITE_CACHE } = testEnv;
+Object.assign(process.env, { AGENTRL_SUITE_ROOT, AGENTRL_SUITE_TMP, AGENTRL_SUITE_CACHE });
 
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
     globalSetup: ["test/global-setup.ts"],
     setupFiles: ["test/setup-file.ts"],
-    env: suiteEnv(suiteRoot),
+    env: testEnv,
     testTimeout: 60_000,
     hookTimeout: 60_000,
     // 2-core machines: end-to-end tests spawn the CLI and Python; keep parallelism modest.
