@@ -194,8 +194,7 @@ def serve(path: str, parent: int | None, server_env: dict[str, str]) -> None:
     selector = selectors.DefaultSelector()
     selector.register(listener, selectors.EVENT_READ, "accept")
     selector.register(wake_read, selectors.EVENT_READ, "wake")
-    children: dict[int, socket.socket | None] = {}
-    server = _Server(listener, selector, children, server_env, (wake_read, wake_write))
+    server = _Server(listener, selector, server_env, (wake_read, wake_write))
     try:
         while not stopping and (parent is None or os.getppid() == parent):
             for key, _ in selector.select(timeout=1.0):
@@ -207,7 +206,7 @@ def serve(path: str, parent: int | None, server_env: dict[str, str]) -> None:
                 else:
                     server.stand_in_readable(key.fileobj, key.data)
     finally:
-        for child in list(children):
+        for child in list(server.children):
             _kill_group(child)
         try:
             os.unlink(path)
@@ -217,16 +216,21 @@ def serve(path: str, parent: int | None, server_env: dict[str, str]) -> None:
 
 
 def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    """Kills a forked child and its process group. The child itself too: until its setsid() there is no group of
+    that id, and a child killed moments after its fork is in its parent's group still."""
+    for kill in (os.kill, os.killpg):
+        try:
+            kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 class _Server:
-    def __init__(self, listener: socket.socket, selector: selectors.BaseSelector, children: dict[int, Any],
-                 env: dict[str, str], wake: tuple[int, int]) -> None:
-        self.listener, self.selector, self.children, self.env, self.wake = listener, selector, children, env, wake
+    def __init__(self, listener: socket.socket, selector: selectors.BaseSelector, env: dict[str, str],
+                 wake: tuple[int, int]) -> None:
+        self.listener, self.selector, self.env, self.wake = listener, selector, env, wake
+        # Each forked child's stand-in connection; None once the stand-in is gone and the child is being killed.
+        self.children: dict[int, socket.socket | None] = {}
         self.forks = 0
         self.refusals: dict[str, int] = {}
 
@@ -249,7 +253,10 @@ class _Server:
             self.refusals[reason] = self.refusals.get(reason, 0) + 1
             for fd in fds:
                 os.close(fd)
-            _send(conn, {"refused": reason})
+            try:
+                _send(conn, {"refused": reason})
+            except OSError:
+                pass  # the stand-in is gone: nothing to tell
             conn.close()
             return
         pid = os.fork()
@@ -258,8 +265,14 @@ class _Server:
         for fd in fds:
             os.close(fd)
         self.forks += 1
+        try:
+            _send(conn, {"pid": pid})
+        except OSError:  # the stand-in died before its answer: so does its child (reap() collects it)
+            conn.close()
+            self.children[pid] = None
+            _kill_group(pid)
+            return
         self.children[pid] = conn
-        _send(conn, {"pid": pid})
         self.selector.register(conn, selectors.EVENT_READ, pid)
 
     def stand_in_readable(self, conn: socket.socket, pid: int) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -171,6 +172,39 @@ def test_a_run_killed_by_a_signal_ends_its_stand_in_with_that_signal(probe, serv
     os.kill(child, signal.SIGKILL)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == -signal.SIGKILL, err
+
+
+def test_a_stand_in_gone_before_its_answer_takes_its_child_along_and_the_server_serves_on(probe, server) -> None:
+    socket_path, server_proc = server
+    request = {
+        "module": "probe", "argv": ["probe", "sleep"], "env": _env(), "cwd": str(probe), "path": [str(probe), *sys.path],
+        "umask": 0o22, "parent": os.getpid(), "interpreter": warm_start.interpreter(),
+        "streams": {"stdout": [False, False], "stderr": [True, False]},
+    }
+    reader, writer = os.pipe()
+    stdin, stdin_writer = os.pipe()
+    os.close(stdin_writer)  # the child reads an empty stdin
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.connect(str(socket_path))
+    socket.send_fds(conn, [json.dumps(request).encode() + b"\n"], [stdin, writer, writer])
+    conn.close()  # gone before the server answers
+    os.close(writer)
+    os.close(stdin)
+    # The child held the pipe's only other write end: end of file on it means the child is gone (it would sleep 60 s).
+    import select
+
+    try:
+        assert select.select([reader], [], [], 20)[0] == [reader]
+        while os.read(reader, 4096):
+            pass
+    finally:
+        os.close(reader)
+    # The server is still there for the next process.
+    proc = _start(probe, socket_path)
+    report = _report(proc)
+    proc.communicate(timeout=30)
+    assert report["pid"] != proc.pid and proc.returncode == 0
+    assert server_proc.poll() is None
 
 
 def test_mismatch_names_what_differs() -> None:
