@@ -4,8 +4,11 @@
  * for small tokenizers made to hit every branch: merges in both formats, parts JSON must escape, an added token that
  * takes a vocab entry's text, an unknown token. What the library builds any other way goes through it unchanged.
  */
+import v8 from "node:v8";
+import vm from "node:vm";
 import { beforeAll, describe, expect, it } from "vitest";
 import { Tokenizer } from "@huggingface/tokenizers";
+import { ChatModel } from "../src/chat/model.js";
 import { buildTokenizer, vocabSizeOf, type BpeModelInternals } from "../src/chat/bpe-tables.js";
 import { readModelFiles, type ModelFiles } from "../src/chat/files.js";
 import { QWEN3_DIR } from "./fixtures/templates/materialize.js";
@@ -20,7 +23,8 @@ function snapshot(tokenizer: Tokenizer) {
     tokensToIds: [...model.tokens_to_ids],
     vocabLength: model.vocab.length,
     vocab: Object.entries(model.vocab),
-    merges: model.merges,
+    // The merge list is not compared: the library reads it only in its constructor, to build the ranks (compared
+    // below, merge for merge and in order), and buildTokenizer does not keep it (see the Qwen3 test).
     ranks: [...model.bpe_ranks],
     unkTokenId: model.unk_token_id,
   };
@@ -29,6 +33,9 @@ function snapshot(tokenizer: Tokenizer) {
 function expectSameAsLibrary(json: Record<string, unknown>, config: Record<string, unknown>, texts: string[]) {
   const ours = buildTokenizer(structuredClone(json), config);
   const library = new Tokenizer(structuredClone(json), config);
+  // The library keeps tokenizer.json's merge list; buildTokenizer lets it go once ranked (see the Qwen3 test).
+  expect(tablesOf(library).merges.length).toBe(tablesOf(library).bpe_ranks.size);
+  expect(tablesOf(ours).merges).toEqual([]);
   expect(snapshot(ours)).toEqual(snapshot(library));
   // The vocab size is get_vocab's largest id + 1, read without building get_vocab's Map.
   expect(vocabSizeOf(ours)).toBe([...library.get_vocab(true).values()].reduce((a, b) => Math.max(a, b), -1) + 1);
@@ -47,9 +54,27 @@ describe("the Qwen3 tokenizer", () => {
   it("gets the library's tables, entry for entry, and its ids on GSM8K", () => {
     const texts = gsm8kTexts(50, "test").map((text) => `${text} "quoted" back\\slash <|im_end|>`);
     const ours = expectSameAsLibrary(files.tokenizerJson, files.tokenizerConfig, texts);
-    // Built here, not by the library: the merge list is not the one in tokenizer.json's model.
-    expect(tablesOf(ours).merges).not.toBe((files.tokenizerJson.model as { merges: unknown }).merges);
+    expect(tablesOf(ours).bpe_ranks.size).toBe(151_387);
     expect(tablesOf(ours).tokens_to_ids.size).toBeGreaterThan(151_000);
+  });
+});
+
+describe("a loaded chat model", () => {
+  it("keeps nothing of the parsed tokenizer.json (151,387 merge arrays to mark at every full collection)", async () => {
+    v8.setFlagsFromString("--expose-gc");
+    const gc = vm.runInNewContext("gc") as () => void;
+    let files: ModelFiles | undefined = await readModelFiles(QWEN3_DIR);
+    const json = new WeakRef(files.tokenizerJson);
+    const merges = new WeakRef((files.tokenizerJson.model as { merges: object }).merges);
+    const model = new ChatModel(files);
+    files = undefined;
+    // Both lazily built parts built: the decode tables, the word memo's encoder.
+    expect(model.decode(model.encode("Natalia sold 48 clips."))).toBe("Natalia sold 48 clips.");
+    await new Promise((resolve) => setImmediate(resolve));
+    gc();
+    expect(json.deref()).toBeUndefined();
+    expect(merges.deref()).toBeUndefined();
+    expect(model.encode("clips")).toEqual(model.encode("clips"));
   });
 });
 

@@ -11,7 +11,7 @@
  * empty vocab and merge list; its constructor then writes the added tokens into those empty tables. The real tables
  * are built here, the constructor's entries are copied over them (so added tokens win, as in the library, whatever
  * the constructor wrote), and they are installed on the model. `bpe_ranks` keys are exactly `JSON.stringify([a, b])`,
- * the string the library's encoder looks up. test/chat-bpe-tables.test.ts checks every table entry for entry against
+ * the string the library's encoder looks up. The merge list itself is not kept (the ranks hold it, in order). test/chat-bpe-tables.test.ts checks every table entry for entry against
  * the library's own build. Any other model type, any merge not a pair, or a library whose BPE model lacks the fields
  * set here goes through the library's own constructor unchanged.
  */
@@ -100,7 +100,9 @@ export function buildTokenizer(json: TokenizerJsonLike, config: Record<string, u
 
   internals.tokens_to_ids = tokensToIds;
   internals.vocab = vocab;
-  internals.merges = merges;
+  // The library reads its merge list only in its constructor, to rank the merges: kept, the 151,387 pairs would be
+  // that many arrays for the garbage collector to mark at every full collection, for the life of the process.
+  internals.merges = [];
   internals.bpe_ranks = ranks;
   internals.unk_token_id = unkTokenId;
   return tokenizer;

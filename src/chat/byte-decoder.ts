@@ -43,6 +43,9 @@ export interface ByteDecoderSource {
   vocabSize: number;
 }
 
+/** What the decode tables are built from (built at the first decode). */
+type TableSource = Pick<ByteDecoderSource, "addedTokens" | "specialTexts" | "idToToken" | "vocabSize">;
+
 export interface ByteDecoder {
   decode(ids: readonly number[], skipSpecialTokens: boolean): string;
   /** One token's bytes (an added token's text as UTF-8); undefined past the vocabulary. */
@@ -57,7 +60,10 @@ export function byteLevelDecoder(source: ByteDecoderSource): ByteDecoder | undef
   // The library replaces an end-of-word suffix after decoding and turns unknown ids into the unk token's bytes;
   // neither is worth a second path here.
   if (model.end_of_word_suffix || model.unk_token) return undefined;
-  return new TableDecoder(source);
+  // Only what the tables are built from is kept: `model` is the whole BPE section of tokenizer.json (Qwen3's 151,387
+  // merges as as many arrays), which the garbage collector would mark at every full collection for the model's life.
+  const { addedTokens, specialTexts, idToToken, vocabSize } = source;
+  return new TableDecoder({ addedTokens, specialTexts, idToToken, vocabSize });
 }
 
 /** What a decode looks up, per id. */
@@ -71,7 +77,7 @@ interface DecodeTables {
 }
 
 /** Every id's bytes, kind and special flag: about 25 ms for Qwen3's 151,669 ids. */
-function buildTables(source: ByteDecoderSource): DecodeTables {
+function buildTables(source: TableSource): DecodeTables {
   const n = source.vocabSize;
   const toByte = unicodeToBytes();
   const addedContents = new Set(source.addedTokens.map((t) => t.content));
@@ -124,7 +130,7 @@ class TableDecoder implements ByteDecoder {
   /** A Buffer: its utf8 toString is cheaper per call than TextDecoder, and replaces bad bytes the same way. */
   private scratch = Buffer.allocUnsafe(4096);
 
-  constructor(private readonly source: ByteDecoderSource) {}
+  constructor(private readonly source: TableSource) {}
 
   decode(ids: readonly number[], skipSpecialTokens: boolean): string {
     let text = "";

@@ -403,14 +403,17 @@ export class ChatModel {
 
 /** The folder's template, compiled and checked (jinja-compile.ts); a template that does not parse is the user's to fix. */
 function loadTemplate(files: ModelFiles): TemplateRenderer {
+  // The callback lives as long as the model: it keeps the file's name, not `files`, whose parsed tokenizer.json
+  // (Qwen3's 151,387 merges as as many arrays) the garbage collector would otherwise mark at every full collection.
+  const { chatTemplateFile } = files;
   try {
     return compileTemplate(files.chatTemplate, {
       // The render itself is the library's from then on, so only speed is lost; say it once, for a bug report.
       onMismatch: (message) =>
-        process.stderr.write(`warning: ${files.chatTemplateFile}: the compiled chat template renders with @huggingface/jinja from now on: ${message}\n`),
+        process.stderr.write(`warning: ${chatTemplateFile}: the compiled chat template renders with @huggingface/jinja from now on: ${message}\n`),
     });
   } catch (err) {
-    throw new InputError(`${files.chatTemplateFile}: chat_template does not parse (${(err as Error).message})`, {
+    throw new InputError(`${chatTemplateFile}: chat_template does not parse (${(err as Error).message})`, {
       cause: err,
     });
   }
