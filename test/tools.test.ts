@@ -309,6 +309,7 @@ describe("runToolCall", () => {
       ["SlowTool", "slow", "type: native, rate_limit: 2"],
       ["SlowCreateTool", "slowcreate", "type: native, call_timeout_s: 0.1"],
       ["BadMediaTool", "badmedia", "type: native"],
+      ["LateSignalReaderTool", "latereader", "type: native"],
     ]
       .map(([cls, name, config]) => nativeEntry(`${MODULES}/misbehaving-tools.mjs#${cls}`, name as string, config as string).replace("tools:\n", ""))
       .join("");
@@ -390,6 +391,19 @@ describe("runToolCall", () => {
     const { SlowTool } = (await import(`${MODULES}/misbehaving-tools.mjs`)) as { SlowTool: { peak: number } };
     expect(SlowTool.peak).toBe(2);
     expect(outcomes.some((o) => o.metrics.queueMs > 0)).toBe(true);
+  });
+
+  it("gives a tool that reads its signal after the caller cancelled an aborted one, and a finished call's a live one", async () => {
+    const tool = faulty.get("latereader") as unknown as { signalAborted?: boolean };
+    const controller = new AbortController();
+    const pending = runToolCall(faulty, { name: "latereader", arguments: "{}" }, {}, { signal: controller.signal });
+    setTimeout(() => controller.abort(), 20);
+    expect((await pending).metrics.errorKind).toBe("cancelled");
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(tool.signalAborted).toBe(true);
+    const finished = await runToolCall(faulty, { name: "latereader", arguments: "{}" });
+    expect(finished.text).toBe("done late");
+    expect(tool.signalAborted).toBe(false);
   });
 
   it("stops waiting when the caller cancels", async () => {
