@@ -11,7 +11,7 @@ import { Conversation, loadChatModel, type ChatMessage, type ChatModel } from ".
 import { getParser } from "../src/parsers/index.js";
 import type { TokenVocab } from "../src/parsers/types.js";
 import { FIXTURES_DIR, QWEN3_DIR, materializeFixtureModel } from "./fixtures/templates/materialize.js";
-import { compareTokens } from "../src/chat/drift.js";
+import { compareTokens, equalFrom } from "../src/chat/drift.js";
 import { tempDir } from "./helpers/tmp.js";
 
 const spec = JSON.parse(readFileSync(path.join(FIXTURES_DIR, "conversations.json"), "utf8")) as {
@@ -74,7 +74,9 @@ describe.each(MODEL_NAMES)("%s: system, user, assistant tool call, two tool resu
       expect(conversation.lossMask[pos]).toBe(sampledPositions.has(pos) ? 1 : 0);
       expect(conversation.tokenLogprobs[pos]).toBe(logprobAt.get(pos) ?? 0);
     });
-    expect(conversation.driftCheck().status).toBe("match");
+    const report = conversation.driftCheck();
+    expect(report).toEqual(compareTokens(model, conversation.tokenIds, full.slice(0, full.length - bridge.length), "strict"));
+    expect(report).toMatchObject({ status: "match", accumulatedLength: conversation.totalLength, renderedLength: conversation.totalLength });
     expect(conversation.driftMetrics).toEqual({ checks: 1, mismatches: 0 });
     expect(conversation.lastAssistantText()).toContain("#### 72");
 
@@ -417,6 +419,12 @@ describe("compareTokens classification", () => {
     expect(compareTokens(model, without, spaced, "ignore_strippable").status).toBe("whitespace_only");
     expect(compareTokens(model, withThink, spaced, "ignore_strippable").status).toBe("reasoning_only");
     expect(compareTokens(model, withThink, withThink, "strict").status).toBe("match");
+    // The drift check's fast path: the rendered ids after the prompt's, against the record from that index on.
+    expect(equalFrom([1, 2, 3, 4], 2, [3, 4])).toBe(true);
+    expect(equalFrom([1, 2, 3, 4], 2, [3, 5])).toBe(false);
+    expect(equalFrom([1, 2, 3, 4], 2, [3])).toBe(false);
+    expect(equalFrom([1, 2, 3], 2, [3, 4])).toBe(false);
+    expect(equalFrom(new Int32Array([7, 8]), 2, [])).toBe(true);
   });
 });
 

@@ -9,7 +9,7 @@
  */
 import { AgentrlError } from "../errors.js";
 import { environmentDeltaText } from "./delta.js";
-import { compareTokens, type DriftMode, type DriftReport } from "./drift.js";
+import { compareTokens, equalFrom, matchReport, type DriftMode, type DriftReport } from "./drift.js";
 import type { ChatModel, EncodedText } from "./model.js";
 import type { ChatMessage, ToolCall, ToolSchema } from "./messages.js";
 import { TokenColumns } from "./token-columns.js";
@@ -89,7 +89,7 @@ export class Conversation {
   private readonly messageList: ChatMessage[] = [];
   private readonly warn: ((message: string) => void) | undefined;
   private readonly promptLengthValue: number;
-  /** The rendered prompt and its ids: the drift check's render starts with it (encodeAfter). */
+  /** The rendered prompt and its ids: the drift check's render starts with it (encodeTail). */
   private readonly prompt: EncodedText;
   private assistantTurnCount = 0;
   /** True while the record ends with sampled tokens; false while it ends with a generation prompt. */
@@ -228,9 +228,14 @@ export class Conversation {
     // Its new pieces are the sampled turns' text, encoded here once: kept in the cache, each would hold the whole
     // render it was sliced from until the cache starts over.
     const text = this.model.renderOnce(this.messageList, this.renderOptions(!this.inAssistantTurn));
-    let rendered = this.model.encodeAfter(this.prompt, text, { remember: false });
-    if (this.inAssistantTurn) rendered = this.withoutTurnClosing(rendered);
-    const report = compareTokens(this.model, this.columns.ids(), rendered, mode);
+    const { reused, tail } = this.model.encodeTail(this.prompt, text, { remember: false });
+    const renderedTail = this.inAssistantTurn ? this.withoutTurnClosing(tail) : tail;
+    const ids = this.columns.ids();
+    // The render's first `reused` ids are the prompt's, which open the record: only what follows can differ. The whole
+    // render is put together only to report a difference.
+    const report = equalFrom(ids, reused, renderedTail)
+      ? matchReport(mode, ids.length)
+      : compareTokens(this.model, ids, [...this.prompt.ids.slice(0, reused), ...renderedTail], mode);
     this.driftMetrics.checks += 1;
     this.lastDriftReport = report;
     if (report.status === "drift") {

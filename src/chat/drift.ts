@@ -50,7 +50,7 @@ export function compareTokens(
     return { ...base, status: "skipped", firstDifference: -1, accumulatedExcerpt: "", renderedExcerpt: "" };
   }
   const first = firstDifference(accumulatedIds, renderedIds);
-  if (first < 0) return { ...base, status: "match", firstDifference: -1, accumulatedExcerpt: "", renderedExcerpt: "" };
+  if (first < 0) return matchReport(mode, accumulatedIds.length);
   // A difference is rare: only then are the ids copied into plain arrays to decode.
   const accumulated = Array.from(accumulatedIds);
   const rendered = Array.from(renderedIds);
@@ -75,6 +75,18 @@ export function compareTokens(
   }
   if (withoutReasoning(accumulatedText) === withoutReasoning(renderedText)) return { ...report, status: "reasoning_only" };
   return { ...report, status: "drift" };
+}
+
+/** The report of two equal token sequences of `length` tokens. */
+export function matchReport(mode: DriftMode, length: number): DriftReport {
+  return { status: "match", mode, firstDifference: -1, accumulatedLength: length, renderedLength: length, accumulatedExcerpt: "", renderedExcerpt: "" };
+}
+
+/** True when `a` from index `from` on equals `b`, element for element and in length. */
+export function equalFrom(a: ArrayLike<number>, from: number, b: ArrayLike<number>): boolean {
+  if (a.length - from !== b.length) return false;
+  for (let i = 0; i < b.length; i++) if (a[from + i] !== b[i]) return false;
+  return true;
 }
 
 function firstDifference(a: ArrayLike<number>, b: ArrayLike<number>): number {

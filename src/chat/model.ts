@@ -76,7 +76,7 @@ export class ChatModel {
   private readonly pieceCache = new MemoMap<string, number[]>(ENCODE_CACHE_ENTRIES);
   /** Rendered texts by (tools, messages, options), and their ids once asked for (renderTokens). */
   private readonly renderCache = new MemoMap<string, { text: string; ids?: readonly number[] }>(RENDER_CACHE_ENTRIES);
-  /** encodeAfter's cut of each known text it was given (null: none usable). */
+  /** encodeTail's cut of each known text it was given (null: none usable). */
   private readonly cuts = new WeakMap<EncodedText, AddedTokenCut | null>();
   /** A short key per tool list (see toolsKey). */
   private readonly toolsKeys = new WeakMap<readonly ToolSchema[], string>();
@@ -276,11 +276,22 @@ export class ChatModel {
    * side independently (segmented-encode.ts); a text that does not start so is encoded whole.
    */
   encodeAfter(known: EncodedText, text: string, options: { remember?: boolean } = {}): number[] {
-    const cut = this.cutOf(known);
-    if (cut === null || !text.startsWith(cut.prefix)) return this.encode(text, options);
-    const out = known.ids.slice(0, cut.tokens);
-    for (const id of this.encode(text.slice(cut.prefix.length), options)) out.push(id);
+    const { reused, tail } = this.encodeTail(known, text, options);
+    if (reused === 0) return tail;
+    const out = known.ids.slice(0, reused);
+    for (const id of tail) out.push(id);
     return out;
+  }
+
+  /**
+   * encodeAfter in two parts: how many of `known`'s first ids encode(text) starts with (0 where no cut applies), and
+   * the ids after them. For a caller that holds those ids already (the drift check: the record opens with the prompt's)
+   * and would only copy them to compare them with themselves.
+   */
+  encodeTail(known: EncodedText, text: string, options: { remember?: boolean } = {}): { reused: number; tail: number[] } {
+    const cut = this.cutOf(known);
+    if (cut === null || !text.startsWith(cut.prefix)) return { reused: 0, tail: this.encode(text, options) };
+    return { reused: cut.tokens, tail: this.encode(text.slice(cut.prefix.length), options) };
   }
 
   private cutOf(known: EncodedText): AddedTokenCut | null {
