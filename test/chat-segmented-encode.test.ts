@@ -7,6 +7,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import fc from "fast-check";
 import { Tokenizer } from "@huggingface/tokenizers";
 import { ChatModel, loadChatModel } from "../src/chat/index.js";
+import type { EncodedText } from "../src/chat/model.js";
 import { readModelFiles } from "../src/chat/files.js";
 import { MemoMap } from "../src/memo-map.js";
 import { addedTokenSplitter, encodeSegmented } from "../src/chat/segmented-encode.js";
@@ -70,8 +71,14 @@ describe("segmented encode", () => {
     });
   }
 
+  /** encodeTail's two parts as the one list they stand for. */
+  const encodeAfter = (model: ChatModel, known: EncodedText, text: string) => {
+    const { reused, tail } = model.encodeTail(known, text);
+    return [...known.ids.slice(0, reused), ...tail];
+  };
+
   for (const name of ["qwen3", "qwen25-style", "llama3-style"]) {
-    it(`${name}: encodeAfter a known text equals the whole text's encode, whatever follows the known text`, () => {
+    it(`${name}: encodeTail after a known text equals the whole text's encode, whatever follows the known text`, () => {
       const { model, whole, added } = pairs[name]!;
       // The continuation may start inside an added token's text, or complete a longer one.
       const continuation = fc.oneof(
@@ -82,7 +89,7 @@ describe("segmented encode", () => {
         fc.property(textOf(added), continuation, fc.nat(), (prefix, rest, cut) => {
           const known = { text: prefix, ids: model.encode(prefix) };
           for (const text of [prefix + rest, prefix.slice(0, cut % (prefix.length + 1)) + rest]) {
-            expect(model.encodeAfter(known, text)).toEqual(whole(text));
+            expect(encodeAfter(model, known, text)).toEqual(whole(text));
           }
         }),
         { numRuns: 300, seed: 20261126 },
@@ -90,18 +97,20 @@ describe("segmented encode", () => {
     });
   }
 
-  it("encodeAfter on a rendered prompt's conversation, and on a text that differs before the prompt's end", () => {
+  it("encodeTail on a rendered prompt's conversation, and on a text that differs before the prompt's end", () => {
     const { model } = pairs.qwen3!;
     const known = model.renderTokens([{ role: "user", content: "What is 2 + 2?" }], { addGenerationPrompt: true });
     expect(known.text.endsWith("<|im_start|>assistant\n")).toBe(true);
     const text = `${known.text}It is 4.<|im_end|>\n`;
-    expect(model.encodeAfter(known, text)).toEqual(model.encode(text));
+    expect(encodeAfter(model, known, text)).toEqual(model.encode(text));
+    // The prompt's ids through its last added token are reused, not encoded again.
+    expect(model.encodeTail(known, text).reused).toBe(known.ids.lastIndexOf(model.tokenToId("<|im_start|>")!) + 1);
     // A text that differs before the cut is encoded whole, and still right.
     const other = known.text.replace("2 + 2", "3 + 3") + "It is 6.";
-    expect(model.encodeAfter(known, other)).toEqual(model.encode(other));
+    expect(encodeAfter(model, known, other)).toEqual(model.encode(other));
   });
 
-  it("encodeAfter encodes whole when a longer added token contains the known text's last one", async () => {
+  it("encodeTail encodes whole when a longer added token contains the known text's last one", async () => {
     // "<|im_start|>assistant" as an added token: after "…<|im_start|>" a continuation "assistant" joins it.
     const files = await readModelFiles(QWEN3_DIR);
     const id = Math.max(...files.tokenizerJson.added_tokens.map((t) => t.id)) + 1;
@@ -110,7 +119,7 @@ describe("segmented encode", () => {
     const known = { text: "hi<|im_start|>", ids: model.encode("hi<|im_start|>") };
     const text = "hi<|im_start|>assistant\nok";
     expect(model.encode(text)).toContain(id);
-    expect(model.encodeAfter(known, text)).toEqual(model.encode(text));
+    expect(encodeAfter(model, known, text)).toEqual(model.encode(text));
   });
 
   it("splits Qwen3 text at its added tokens, so a repeated piece is encoded once", () => {

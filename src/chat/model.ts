@@ -270,23 +270,13 @@ export class ChatModel {
   }
 
   /**
-   * encode(text) for a text that starts as `known` does (a conversation's render starts with its prompt's): the ids
-   * of `known` through its last added token are reused and only the rest is encoded, so the long system prompt is
-   * neither scanned nor looked up again. Exact because encode splits at added tokens and encodes the text on either
-   * side independently (segmented-encode.ts); a text that does not start so is encoded whole.
-   */
-  encodeAfter(known: EncodedText, text: string, options: { remember?: boolean } = {}): number[] {
-    const { reused, tail } = this.encodeTail(known, text, options);
-    if (reused === 0) return tail;
-    const out = known.ids.slice(0, reused);
-    for (const id of tail) out.push(id);
-    return out;
-  }
-
-  /**
-   * encodeAfter in two parts: how many of `known`'s first ids encode(text) starts with (0 where no cut applies), and
-   * the ids after them. For a caller that holds those ids already (the drift check: the record opens with the prompt's)
-   * and would only copy them to compare them with themselves.
+   * encode(text) for a text that starts as `known` does (a conversation's render starts with its prompt's), in two
+   * parts: how many of `known`'s first ids it starts with (through `known`'s last added token; 0 where no cut
+   * applies), and the ids of the rest, the only part encoded, so the long system prompt is neither scanned nor looked
+   * up again. encode(text) is `known.ids.slice(0, reused)` then `tail`: exact because encode splits at added tokens
+   * and encodes the text on either side independently (segmented-encode.ts); a text that does not start so is
+   * encoded whole. The caller that holds those first ids already (the drift check: the record opens with the
+   * prompt's) need not copy them.
    */
   encodeTail(known: EncodedText, text: string, options: { remember?: boolean } = {}): { reused: number; tail: number[] } {
     const cut = this.cutOf(known);

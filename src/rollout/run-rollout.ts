@@ -29,10 +29,10 @@ export function inThisThread(context: Omit<TrajectoryContext, "signal">): Trajec
 }
 
 /**
- * The context with the run's signal, every field written out at one allocation site. A spread (`{ ...context,
- * signal }`) made a new hidden class for each run's context once the last one had been collected, and every
- * optimized function that reads the context (most of a turn's) was thrown away and compiled again: 60–90 µs of
- * compiler time a turn over a run of 1,024 trajectories (bench/rollout-overhead.mjs, --trace-deopt: "wrong map").
+ * The context with the run's signal, every field written out at one allocation site, so every run's context has one
+ * hidden class. With a spread (`{ ...context, signal }`), a process that ran many rollouts saw the functions reading
+ * the context (most of a turn's) deoptimized once a run ("wrong map" under --trace-deopt) and compiled again: 96–513
+ * ms of compiling per run of 1,024 trajectories, 53–173 ms after (docs/benchmarks.md, 2026-11-29).
  */
 export function boundContext(context: Omit<TrajectoryContext, "signal">, signal: AbortSignal): TrajectoryContext {
   // Every key, optional ones too: a field added to TrajectoryContext and not written here is a type error.

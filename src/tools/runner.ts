@@ -261,8 +261,7 @@ async function createExecuteRelease(
     }
     return controller.signal;
   };
-  const onOuterAbort = () => abort();
-  limits.signal?.addEventListener("abort", onOuterAbort, { once: true });
+  limits.signal?.addEventListener("abort", abort, { once: true });
   const limit = deadline(limits.timeoutMs, limits.signal);
   const started = performance.now();
   let instanceId: string | undefined;
@@ -304,7 +303,7 @@ async function createExecuteRelease(
     // Tells a still-running tool to stop. A tool that has returned needs no telling, and an abort costs an error
     // object with its stack on every call.
     if (!workDone) abort();
-    limits.signal?.removeEventListener("abort", onOuterAbort);
+    limits.signal?.removeEventListener("abort", abort);
     releaseSlot?.();
     if (instanceId !== undefined && !lifetime.session) {
       const releaseError = await releaseQuietly(tool, instanceId, lifetime.releaseKwargs);
