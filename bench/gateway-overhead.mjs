@@ -5,8 +5,9 @@
  * built-in tool_agent loop on the same rows against the same fake model, in one run on the same machine, interleaved.
  *
  * Every loop plays the same conversation per row: a calc_gsm8k_reward call, the tool's answer, a final answer (2
- * assistant turns). The fake SGLang server (test/fake-sglang, zero latency unless `--latency`, its own process) answers each request with
- * one of 3,000 GSM8K-derived turns picked by the request's sampling seed (`--seed 7`), and every row is a different
+ * assistant turns). The fake SGLang server (test/fake-sglang, its own process, waiting a lognormal ~200 ms per
+ * generation unless `--latency` says otherwise) answers each request with one of 3,000 GSM8K-derived turns picked by
+ * the request's sampling seed (`--seed 7`), and every row is a different
  * GSM8K question, so the conversations are distinct, not one replayed. The agent (bench/lib/gateway-agent.mjs) is a
  * small Node program on node:http; it runs the tool itself with the built-in tool's text and reports no reward, so the
  * reward function scores every loop alike. Loops: `builtin` (tool_agent); `gateway` (the agent as a command, one
@@ -24,8 +25,10 @@
  * command agents; the Python agent host, which runs function agents and their clients), its CPU is polled too and
  * shown apart, beside the ratio with it added.
  * Start-up (Node, modules, tokenizer, template, gateway) and the JIT's warm-up are left out by measuring a window
- * inside each run: a run does `--warmup` built-in trajectories first (the code every loop shares gets compiled), then
- * `--trajectories` of the loop under test; this script polls the CLI's /proc/PID/stat and the fake server's count of
+ * inside each run: a run does `--warmup` trajectories of the loop under test first, then `--trajectories` more of it
+ * (with `--builtin-warmup` the warm-up rows are built-in ones instead, as before 2026-11-29: then only the code every
+ * loop shares is compiled before the window, and a gateway loop's own code, node:http's server included, is still
+ * being compiled inside it, which counted against the gateway); this script polls the CLI's /proc/PID/stat and the fake server's count of
  * answered requests, and the CPU per turn is the CLI's CPU between two polls over the requests answered between them,
  * the window opening once the first quarter of the loop's trajectories has run and closing before its last
  * `--concurrency` (the tail draining). Two sizes and their difference were tried first: the start-up and warm-up of a
@@ -35,15 +38,16 @@
  *
  *   npm run build && node bench/gateway-overhead.mjs                 # markdown section on stdout
  *   node bench/gateway-overhead.mjs --json                           # the numbers as JSON
- *   node bench/gateway-overhead.mjs --rounds 5 --trajectories 1024 --concurrency 32
+ *   node bench/gateway-overhead.mjs --rounds 5 --trajectories 2048 --concurrency 64
  *   node bench/gateway-overhead.mjs --profile DIR    # then one run of each loop under --cpu-prof: time in the window
- *   BENCH_QUICK=1 node bench/gateway-overhead.mjs                    # 2 rounds of 192 trajectories
- *   node bench/gateway-overhead.mjs --latency 20     # every generation waits lognormal(median 20 ms, σ 0.5)
+ *   BENCH_QUICK=1 node bench/gateway-overhead.mjs                    # 2 rounds, 384 trajectories at 64 in flight
+ *   node bench/gateway-overhead.mjs --latency 0 --concurrency 16 --trajectories 256   # the zero-latency regime
  *
- * At zero latency (the default) the built-in loop keeps the CLI busy without a pause: its turns run back to back on a
- * hot cache and an event loop that handles many ready events per wake-up, while a gateway loop's CLI waits on its
- * agents (other processes) between requests and pays each wake-up alone. `--latency` makes every loop wait on the
- * engine, as it does on a real SGLang server, so the comparison is between two waiting CLIs.
+ * By default every generation waits lognormal(median 200 ms, σ 0.5) and 256 trajectories run at once
+ * (rollout.max_concurrency's default), as on a real SGLang server, where every loop's CLI waits on the engine. At
+ * `--latency 0` the built-in loop keeps the CLI busy without a pause: its turns run back to back on a hot cache and an
+ * event loop that handles many ready events per wake-up, while a gateway loop's CLI waits on its agents (other
+ * processes, on the same two cores here) between requests and pays each wake-up alone; no real engine answers at once.
  */
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -63,11 +67,13 @@ const flag = (name, fallback) => {
 };
 const asJson = args.includes("--json");
 const rounds = Number(flag("rounds", quick ? "2" : "3"));
-const trajectories = Number(flag("trajectories", quick ? "192" : "256"));
-const warmup = Number(flag("warmup", "1000"));
-const concurrency = Number(flag("concurrency", "16"));
+const trajectories = Number(flag("trajectories", quick ? "384" : "1024"));
+const warmup = Number(flag("warmup", quick ? "300" : "1000"));
+/** Warm-up rows of the built-in loop for every loop (the old bench), instead of each loop's own. */
+const builtinWarmup = args.includes("--builtin-warmup");
+const concurrency = Number(flag("concurrency", quick ? "64" : "256"));
 const profileDir = flag("profile", undefined);
-const latencyMs = Number(flag("latency", "0"));
+const latencyMs = Number(flag("latency", "200"));
 const TURNS = 2;
 /**
  * The window, in requests the fake has answered since the run started: past the warm-up and the loop's first quarter,
@@ -76,7 +82,7 @@ const TURNS = 2;
 const windowFrom = TURNS * (warmup + Math.ceil(trajectories / 4));
 const windowTo = TURNS * (warmup + trajectories - concurrency);
 if (!(rounds > 0 && concurrency > 0 && warmup >= 0 && latencyMs >= 0 && windowTo - windowFrom >= 64)) {
-  console.error("usage: gateway-overhead.mjs [--rounds N] [--trajectories K] [--warmup W] [--concurrency C] [--latency MS] [--no-python] [--no-loaded] [--function] [--profile DIR] [--json]");
+  console.error("usage: gateway-overhead.mjs [--rounds N] [--trajectories K] [--warmup W] [--builtin-warmup] [--concurrency C] [--latency MS] [--no-python] [--no-loaded] [--function] [--profile DIR] [--json]");
   console.error("the window (3/4 of K, less C) must hold 32 trajectories or more");
   process.exit(2);
 }
@@ -189,14 +195,15 @@ const raws = ["test", "train"].flatMap((split) =>
 if (trajectories + warmup > raws.length) throw new Error(`--trajectories and --warmup: at most ${raws.length} in all (one per GSM8K question)`);
 
 /**
- * The rows of a run: `warmup` built-in rows first (questions from the end of the pool), then `trajectories` rows of
- * `loop` (from its start), each naming the loop that runs it (agent_name).
+ * The rows of a run: `warmup` rows first (questions from the end of the pool), then `trajectories` rows (from its
+ * start), each naming the loop that runs it (agent_name): `loop`, or for the warm-up with --builtin-warmup the
+ * built-in loop.
  */
 async function writeRows(loop) {
   const file = path.join(work, `${loop}.parquet`);
   const row = ({ split, raw }, i, agentName) => ({ ...makeGsm8kRow(raw, extractGroundTruth(raw.answer), split, i, "tool"), agent_name: agentName });
   const rows = [
-    ...raws.slice(raws.length - warmup).map((r, i) => row(r, i, AGENT_NAMES.builtin)),
+    ...raws.slice(raws.length - warmup).map((r, i) => row(r, i, AGENT_NAMES[builtinWarmup ? "builtin" : loop])),
     ...raws.slice(0, trajectories).map((r, i) => row(r, i, AGENT_NAMES[loop])),
   ];
   await writeParquetRows(file, rows, gsm8kArrowSchema("tool"));
@@ -568,7 +575,7 @@ if (asJson) {
       "of the CLI's Python helper, polled the same way and **not** in the ratio: for gateway the agent launcher that " +
       "starts the agents when there is one (agentrl_worker.agent_launcher), for python the agent host, the agents' " +
       "own code and clients included; `ratio with helper` adds it). Each run does " +
-      `${warmup} built-in trajectories first, then ${trajectories} of its loop; \`µs per turn\` is the CLI's CPU over ` +
+      `${warmup} ${builtinWarmup ? "built-in trajectories" : "trajectories of its own loop"} first (the JIT's warm-up), then ${trajectories} more of it; \`µs per turn\` is the CLI's CPU over ` +
       "the requests answered inside a window of the loop's trajectories (after its first quarter, before its last " +
       `${concurrency}), so start-up, the JIT's warm-up and the run's end are left out. ${rounds} rounds, every loop ` +
       "in each (the order reversed every other round); medians over rounds, the rounds' range beside them; `ratio` " +
