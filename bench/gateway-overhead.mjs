@@ -28,8 +28,9 @@
  * inside each run: a run does `--warmup` trajectories of the loop under test first, then `--trajectories` more of it
  * (with `--builtin-warmup` the warm-up rows are built-in ones instead, as before 2026-11-29: then only the code every
  * loop shares is compiled before the window, and a gateway loop's own code, node:http's server included, is still
- * being compiled inside it, which counted against the gateway); this script polls the CLI's /proc/PID/stat and the fake server's count of
- * answered requests, and the CPU per turn is the CLI's CPU between two polls over the requests answered between them,
+ * being compiled inside it, which counted against the gateway); this script polls the CLI's /proc/PID/stat and the
+ * fake server's count of answered requests, and the CPU per turn is the CLI's CPU between two polls over the requests
+ * answered between them,
  * the window opening once the first quarter of the loop's trajectories has run and closing before its last
  * `--concurrency` (the tail draining). Two sizes and their difference were tried first: the start-up and warm-up of a
  * fresh process vary by a second of CPU from run to run, more than a few hundred turns cost. Each round runs every
@@ -529,7 +530,7 @@ const nodeFlags = process.env.BENCH_CLI_FLAGS === "0" ? [] : cliNodeFlags();
 const seconds = (performance.now() - started) / 1000;
 
 if (asJson) {
-  const settings = { rounds, trajectories, warmup, concurrency, latencyMs, window: [windowFrom, windowTo] };
+  const settings = { rounds, trajectories, warmup, builtinWarmup, concurrency, latencyMs, window: [windowFrom, windowTo] };
   const date = new Date().toISOString().slice(0, 10);
   const all = runs.map(({ out, ...r }) => r);
   process.stdout.write(
