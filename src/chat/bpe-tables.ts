@@ -12,8 +12,9 @@
  * are built here, the constructor's entries are copied over them (so added tokens win, as in the library, whatever
  * the constructor wrote), and they are installed on the model. `bpe_ranks` keys are exactly `JSON.stringify([a, b])`,
  * the string the library's encoder looks up. The merge list itself is not kept (the ranks hold it, in order).
- * test/chat-bpe-tables.test.ts checks every table entry for entry against the library's own build. Any other model type, any merge not a pair, or a library whose BPE model lacks the fields
- * set here goes through the library's own constructor unchanged.
+ * test/chat-bpe-tables.test.ts checks every table entry for entry against the library's own build. Any other model
+ * type, any merge not a pair, or a library whose BPE model lacks the fields set here goes through the library's own
+ * constructor unchanged.
  */
 import { Tokenizer } from "@huggingface/tokenizers";
 
