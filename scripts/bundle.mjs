@@ -28,7 +28,7 @@ await build({
   platform: "node",
   format: "esm",
   target: "node20",
-  external: ["parquet-wasm", "@huggingface/*", "openai"],
+  external: ["parquet-wasm", "@bokuweb/zstd-wasm", "@huggingface/*", "openai"],
   // Bundled CommonJS dependencies call require(); an ES module has none of its own.
   banner: { js: 'import { createRequire as __agentrlRequire } from "node:module"; const require = __agentrlRequire(import.meta.url);' },
   // Whitespace and syntax only: names stay, so a stack trace still reads.

@@ -3,7 +3,7 @@
  * worker/. Found by walking up rather than by a fixed depth, because this module runs from src/ (vitest), from dist/
  * (tsc's files) and from inside the CLI's bundle (dist/bundle/, scripts/bundle.mjs).
  */
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -15,6 +15,12 @@ function packageRoot(from: string): string {
 }
 
 export const REPO_ROOT = packageRoot(path.dirname(fileURLToPath(import.meta.url)));
+/** agentrl's version, from its package.json. */
+export function packageVersion(): string {
+  version ??= (JSON.parse(readFileSync(path.join(REPO_ROOT, "package.json"), "utf8")) as { version: string }).version;
+  return version;
+}
+let version: string | undefined;
 /** The folder holding the agentrl_worker package (put on PYTHONPATH). */
 export const WORKER_DIR = path.join(REPO_ROOT, "worker");
 /** The interpreter scripts/install.sh sets up, with torch and the worker's dependencies. */

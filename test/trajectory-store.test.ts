@@ -166,6 +166,18 @@ describe("trajectory parquet", () => {
     await expect(writer.close()).rejects.toThrow(/ENOENT|ENOTDIR/);
   });
 
+  it("a record the file cannot hold is refused whole, naming the column: nothing journaled, the writer goes on", async () => {
+    const file = path.join(tmp(), "t.parquet");
+    const writer = await openTrajectoryWriter(file, { rowGroupSize: 2 });
+    await writer.write(makeTrajectory(0));
+    const bad = { ...makeTrajectory(1), finish_reason: 7 } as unknown as Trajectory;
+    await expect(writer.write(bad)).rejects.toThrow("parquet column finish_reason: expected a string, got number");
+    expect(readFileSync(path.join(`${file}.parts`, "pending.jsonl"), "utf8").trim().split("\n")).toHaveLength(1);
+    await writer.write(makeTrajectory(2));
+    await writer.close();
+    expect((await readAll(file)).map((t) => t.id)).toEqual([0, 2].map(idOf));
+  });
+
   it("many writers at once still fill whole row groups (a part per arrival made one row group per trajectory or two)", async () => {
     const file = path.join(tmp(), "t.parquet");
     const writer = await openTrajectoryWriter(file, { rowGroupSize: 32 });

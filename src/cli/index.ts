@@ -2,11 +2,9 @@
  * The table of contents of the CLI. Each command lives in src/cli/commands/<name>.ts, declares its flags there and
  * imports its heavy modules lazily inside its action, so `agentrl --help` stays fast.
  */
-import { readFileSync } from "node:fs";
-import path from "node:path";
 import { Command, CommanderError } from "commander";
 import { describeError, ExitError } from "../errors.js";
-import { REPO_ROOT } from "../repo-paths.js";
+import { packageVersion } from "../repo-paths.js";
 import { registerPreprocess } from "./commands/preprocess.js";
 import { registerRollout } from "./commands/rollout.js";
 import { registerTrain } from "./commands/train.js";
@@ -17,11 +15,6 @@ import { registerServe } from "./commands/serve.js";
 import { registerDoctor } from "./commands/doctor.js";
 import { registerParse } from "./commands/parse.js";
 import { registerTemplate } from "./commands/template.js";
-
-export function packageVersion(): string {
-  const pkg = JSON.parse(readFileSync(path.join(REPO_ROOT, "package.json"), "utf8")) as { version: string };
-  return pkg.version;
-}
 
 export function buildProgram(): Command {
   const program = new Command("agentrl")

@@ -34,10 +34,11 @@ import { pathExists, temporarySibling, writeFileAtomic } from "./atomic.js";
 import { rewriteJsonlWithout, rewritePartWithout, type DropRecord } from "./trajectory-compaction.js";
 import { readJsonLines } from "./jsonl.js";
 import { journalEntry, journalLine, unpackJournalRecord } from "./trajectory-journal.js";
-import { inChunks, rowChunksToBatches, streamParquetRows, writeParquetRows, writeParquetStream } from "./parquet.js";
+import { inChunks, rowChunksToBatches, streamParquetRows, writeParquetStream } from "./parquet.js";
+import { ColumnarParquet } from "./parquet-columnar.js";
 import { concatParquetFiles } from "./parquet-concat.js";
 import { parseTrajectory, sampleOrder, TRAJECTORY_PARQUET, trajectoryArrowSchema, type Trajectory } from "./trajectory.js";
-import { trajectoryFromParquetRow, trajectoryParquetRow, type ParquetSource } from "./trajectory-encoding.js";
+import { trajectoryFromParquetRow, trajectoryParquetRow } from "./trajectory-encoding.js";
 
 export { parseTrajectory };
 
@@ -310,7 +311,14 @@ async function openParquet(file: string, options: OpenOptions): Promise<Trajecto
   for (const journal of rotated) await fs.rm(journal, { force: true });
   const parts = await listParts(partsDir);
   const nextPart = parts.length === 0 ? 1 : partNumber(parts.at(-1)!) + 1;
-  return partsWriter({ file, partsDir, rowGroupSize, scan, pending, appender, nextPart, sampleOrder: Boolean(options.sampleOrder) });
+  const columns = await trajectoryColumns(rowGroupSize);
+  for (const t of pending) columns.append(trajectoryParquetRow(t));
+  return partsWriter({ file, partsDir, rowGroupSize, scan, columns, appender, nextPart, sampleOrder: Boolean(options.sampleOrder) });
+}
+
+/** The striped columns trajectory parts are written from: zstd, row groups of `rowGroupSize` (TRAJECTORY_PARQUET's). */
+function trajectoryColumns(rowGroupSize: number): Promise<ColumnarParquet> {
+  return ColumnarParquet.open(trajectoryArrowSchema, { compression: "zstd", rowGroupSize });
 }
 
 /** The journal trajectories are appended to; part N is `part-N.parquet`, and its own journal `pending-N.jsonl`. */
@@ -383,13 +391,13 @@ function partsWriter(state: {
   partsDir: string;
   rowGroupSize: number;
   scan: ResumeScan;
-  /** Trajectories in the journal and in no part yet (written ones with their token lists typed: journalEntry). */
-  pending: ParquetSource[];
+  /** The trajectories in the journal and in no part yet, striped into parquet columns as they came. */
+  columns: ColumnarParquet;
   appender: LineAppender;
   nextPart: number;
   sampleOrder: boolean;
 }): TrajectoryWriter {
-  const { file, partsDir, rowGroupSize, scan, pending, appender, sampleOrder } = state;
+  const { file, partsDir, rowGroupSize, scan, columns, appender, sampleOrder } = state;
   let nextPart = state.nextPart;
   let written = 0;
   let chain: Promise<void> = Promise.resolve();
@@ -399,18 +407,9 @@ function partsWriter(state: {
   let partFailure: { error: unknown } | undefined;
 
   const flushPart = async (): Promise<void> => {
-    if (pending.length === 0) return;
-    const number = nextPart;
+    if (columns.rows === 0) return;
     nextPart += 1;
-    // Trajectories finishing while the part is written stay pending for the next part: their lines go to a new
-    // pending.jsonl, while the journal of `rows` (taken in the same synchronous step) waits beside the part.
-    const rows = pending.splice(0, pending.length);
-    const journal = path.join(partsDir, partJournalName(number));
-    appender.rotate(journal);
-    // In row groups of rowGroupSize: close() copies the parts' row groups into the file as they are.
-    await writeTrajectoryParquet(path.join(partsDir, partFileName(number)), rows, rowGroupSize);
-    // A crash before this leaves `rows` both in the part and in its journal; readers de-duplicate them.
-    await fs.rm(journal, { force: true });
+    await writePart(partsDir, nextPart - 1, columns, appender);
   };
 
   return {
@@ -424,12 +423,17 @@ function partsWriter(state: {
     write(trajectory) {
       if (partFailure) return Promise.reject(partFailure.error);
       const { line, lists } = journalEntry(trajectory);
+      try {
+        // Striped before it is journaled: a record the file cannot hold is refused whole, and never resumed.
+        columns.append(trajectoryParquetRow({ ...trajectory, ...lists }));
+      } catch (err) {
+        return Promise.reject(err);
+      }
       const journaled = appender.append(line);
-      pending.push({ ...trajectory, ...lists });
       written += 1;
       // One queued part at a time. Queuing one per arrival while a part was being written made a part of one or
       // two trajectories for each arrival at high concurrency (1,039 row groups for 4,096 trajectories at 512).
-      if (pending.length >= rowGroupSize && !partQueued) {
+      if (columns.rows >= rowGroupSize && !partQueued) {
         partQueued = true;
         chain = chain.then(() => {
           partQueued = false;
@@ -442,7 +446,7 @@ function partsWriter(state: {
       // The journal line is what keeps a trajectory safe from a crash, so that is what a write waits for. Waiting for
       // the part being written as well held every trajectory finishing during its fsync, and the slot that ran it,
       // until the part was on disk; it waits only when parts fall a whole part behind (backpressure).
-      if (pending.length < 2 * rowGroupSize) return journaled;
+      if (columns.rows < 2 * rowGroupSize) return journaled;
       return Promise.all([journaled, chain]).then(() => undefined);
     },
     settled() {
@@ -457,6 +461,21 @@ function partsWriter(state: {
       if (sampleOrder) await rewriteInSampleOrder(file, rowGroupSize);
     },
   };
+}
+
+/**
+ * Part `number`: the rows `columns` holds, in row groups of its rowGroupSize (close() copies the parts' row groups
+ * into the file as they are). Trajectories finishing while the part is written stay pending for the next part: their
+ * lines go to a new pending.jsonl, while the journal of the rows taken (in the same synchronous step) waits beside
+ * the part until it is on disk.
+ */
+async function writePart(partsDir: string, number: number, columns: ColumnarParquet, appender: LineAppender): Promise<void> {
+  const part = columns.take();
+  const journal = path.join(partsDir, partJournalName(number));
+  appender.rotate(journal);
+  await writeFileAtomic(path.join(partsDir, partFileName(number)), part);
+  // A crash before this leaves the rows both in the part and in its journal; readers de-duplicate them.
+  await fs.rm(journal, { force: true });
 }
 
 /** A run killed while writing a file atomically leaves its temporary (atomic.ts's `.<name>.tmp-<pid>-<hex>`) in
@@ -478,8 +497,10 @@ function partNumber(name: string): number {
 }
 
 /** Trajectories as a parquet file of `rowGroupSize` rows a group, written atomically. */
-async function writeTrajectoryParquet(file: string, trajectories: readonly ParquetSource[], rowGroupSize: number): Promise<void> {
-  await writeParquetRows(file, trajectories.map(trajectoryParquetRow), trajectoryArrowSchema, TRAJECTORY_PARQUET(rowGroupSize));
+async function writeTrajectoryParquet(file: string, trajectories: readonly Trajectory[], rowGroupSize: number): Promise<void> {
+  const columns = await trajectoryColumns(rowGroupSize);
+  for (const t of trajectories) columns.append(trajectoryParquetRow(t));
+  await writeFileAtomic(file, columns.take());
 }
 
 /**
