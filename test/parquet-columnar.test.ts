@@ -10,7 +10,7 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { ColumnarParquet } from "../src/data/parquet-columnar.js";
 import { concatParquetFiles } from "../src/data/parquet-concat.js";
-import { encodeLevels } from "../src/data/parquet-pages.js";
+import { encodeLevels } from "../src/data/parquet-levels.js";
 import { readParquetInfo, streamParquetRows, writeParquetRows } from "../src/data/parquet.js";
 import { TRAJECTORY_PARQUET, trajectoryArrowSchema, type Trajectory } from "../src/data/trajectory.js";
 import { trajectoryParquetRow } from "../src/data/trajectory-encoding.js";

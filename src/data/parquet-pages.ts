@@ -21,36 +21,6 @@ const i64 = (id: number, value: number): ThriftField => ({ id, type: T.I64, valu
 const binary = (id: number, value: Uint8Array): ThriftField => ({ id, type: T.BINARY, value });
 const bool = (id: number, value: boolean): ThriftField => ({ id, type: T.TRUE, value });
 
-/** Bytes of an unsigned varint. */
-function varint(out: number[], value: number): void {
-  let v = value;
-  while (v >= 0x80) {
-    out.push((v & 0x7f) | 0x80);
-    v >>>= 7;
-  }
-  out.push(v);
-}
-
-/**
- * Levels in the RLE/bit-packing hybrid, as runs only (a run header, then the value in one byte: levels here are
- * below 256), preceded by their byte length as v1 data pages store them.
- */
-export function encodeLevels(levels: Uint8Array): Uint8Array {
-  const out: number[] = [0, 0, 0, 0];
-  let i = 0;
-  while (i < levels.length) {
-    const level = levels[i]!;
-    let end = i + 1;
-    while (end < levels.length && levels[end] === level) end += 1;
-    varint(out, (end - i) * 2);
-    out.push(level);
-    i = end;
-  }
-  const bytes = Uint8Array.from(out);
-  new DataView(bytes.buffer).setUint32(0, bytes.length - 4, true);
-  return bytes;
-}
-
 /** The leaf's values in PLAIN encoding. */
 function plainValues(column: LeafColumn): Uint8Array {
   const { kind } = column.spec;
@@ -67,8 +37,8 @@ function plainValues(column: LeafColumn): Uint8Array {
 /** The page's content before compression: repetition levels, definition levels, values. */
 function pageBody(column: LeafColumn): Uint8Array {
   const sections = [
-    ...(column.repetition ? [encodeLevels(column.repetition.view())] : []),
-    ...(column.definition ? [encodeLevels(column.definition.view())] : []),
+    ...(column.repetition ? [column.repetition.encoded()] : []),
+    ...(column.definition ? [column.definition.encoded()] : []),
     plainValues(column),
   ];
   return Buffer.concat(sections);

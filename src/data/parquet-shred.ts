@@ -1,6 +1,6 @@
 /**
  * Rows striped into parquet's leaf columns as they arrive (Dremel's record shredding): each leaf keeps its repetition
- * and definition levels and its values in growing typed buffers, outside the JS heap once they are large. The
+ * and definition levels (as runs, parquet-levels.ts) and its values in growing buffers, outside the JS heap. The
  * trajectory writer appends each finished trajectory here instead of keeping it as an object until its part is
  * written: kept objects were copied by every scavenge and promoted, and turning them into arrow columns, arrow IPC
  * and then parquet in parquet-wasm was most of the writer's CPU (docs/benchmarks.md). parquet-pages.ts writes the
@@ -11,6 +11,8 @@
  * which adds one definition and one repetition level.
  */
 import { DataType, type Field, type Schema } from "apache-arrow";
+import { GrowingBytes } from "./growing-bytes.js";
+import { LevelRuns, MAX_LEVEL } from "./parquet-levels.js";
 
 /** How a leaf stores its values: parquet's physical type, and the arrow types that map to it. */
 export type LeafKind = "int32" | "int64" | "float" | "double" | "utf8";
@@ -22,34 +24,6 @@ function leafKindOf(type: DataType): LeafKind | undefined {
   return undefined;
 }
 
-/** A Uint8Array that grows by doubling; `bytes` may be longer than `length`. */
-class GrowingBytes {
-  bytes: Buffer;
-  length = 0;
-  constructor(capacity = 64) {
-    this.bytes = Buffer.allocUnsafe(capacity);
-  }
-  ensure(extra: number): void {
-    const needed = this.length + extra;
-    if (needed <= this.bytes.length) return;
-    const grown = Buffer.allocUnsafe(Math.max(needed, this.bytes.length * 2));
-    this.bytes.copy(grown, 0, 0, this.length);
-    this.bytes = grown;
-  }
-  push(value: number): void {
-    this.ensure(1);
-    this.bytes[this.length++] = value;
-  }
-  fill(value: number, count: number): void {
-    this.ensure(count);
-    this.bytes.fill(value, this.length, this.length + count);
-    this.length += count;
-  }
-  view(): Buffer {
-    return this.bytes.subarray(0, this.length);
-  }
-}
-
 type NumberArray = Int32Array | Float32Array | Float64Array;
 type NumberArrayType = new (length: number) => NumberArray;
 const NUMBER_ARRAYS: Partial<Record<LeafKind, NumberArrayType>> = { int32: Int32Array, float: Float32Array, double: Float64Array };
@@ -58,8 +32,8 @@ const NUMBER_ARRAYS: Partial<Record<LeafKind, NumberArrayType>> = { int32: Int32
 export class LeafColumn {
   /** Level entries (values and nulls): parquet's num_values. */
   count = 0;
-  readonly repetition: GrowingBytes | undefined;
-  readonly definition: GrowingBytes | undefined;
+  readonly repetition: LevelRuns | undefined;
+  readonly definition: LevelRuns | undefined;
   /** int32/float/double values. */
   numbers: NumberArray | undefined;
   numberCount = 0;
@@ -70,11 +44,11 @@ export class LeafColumn {
   textCount = 0;
 
   /** The lengths after the last whole row, to take a half-striped row back. */
-  private committed = [0, 0, 0, 0, 0, 0, 0];
+  private committed = [0, 0, 0, 0, 0];
 
   constructor(readonly spec: LeafSpec) {
-    this.repetition = spec.maxRepetition > 0 ? new GrowingBytes() : undefined;
-    this.definition = spec.maxDefinition > 0 ? new GrowingBytes() : undefined;
+    this.repetition = spec.maxRepetition > 0 ? new LevelRuns() : undefined;
+    this.definition = spec.maxDefinition > 0 ? new LevelRuns() : undefined;
     const Numbers = NUMBER_ARRAYS[spec.kind];
     if (Numbers) this.numbers = new Numbers(16);
     this.text = spec.kind === "utf8" ? new GrowingBytes(256) : undefined;
@@ -88,23 +62,23 @@ export class LeafColumn {
   commit(): void {
     const c = this.committed;
     c[0] = this.count;
-    c[1] = this.repetition?.length ?? 0;
-    c[2] = this.definition?.length ?? 0;
-    c[3] = this.numberCount;
-    c[4] = this.bigValues.length;
-    c[5] = this.text?.length ?? 0;
-    c[6] = this.textCount;
+    c[1] = this.numberCount;
+    c[2] = this.bigValues.length;
+    c[3] = this.text?.length ?? 0;
+    c[4] = this.textCount;
+    this.repetition?.mark();
+    this.definition?.mark();
   }
 
   rollback(): void {
     const c = this.committed;
     this.count = c[0]!;
-    if (this.repetition) this.repetition.length = c[1]!;
-    if (this.definition) this.definition.length = c[2]!;
-    this.numberCount = c[3]!;
-    this.bigValues.length = c[4]!;
-    if (this.text) this.text.length = c[5]!;
-    this.textCount = c[6]!;
+    this.numberCount = c[1]!;
+    this.bigValues.length = c[2]!;
+    if (this.text) this.text.length = c[3]!;
+    this.textCount = c[4]!;
+    this.repetition?.restore();
+    this.definition?.restore();
   }
 
   levels(repetition: number, definition: number): void {
@@ -159,11 +133,9 @@ export class LeafColumn {
       }
     }
     this.numberCount += count;
-    if (this.repetition) {
-      this.repetition.push(repetition);
-      this.repetition.fill(this.spec.maxRepetition, count - 1);
-    }
-    this.definition?.fill(this.spec.maxDefinition, count);
+    this.repetition?.push(repetition);
+    this.repetition?.push(this.spec.maxRepetition, count - 1);
+    this.definition?.push(this.spec.maxDefinition, count);
     this.count += count;
   }
 
@@ -216,7 +188,7 @@ export function shredLayout(schema: Schema): ShredLayout | undefined {
       return { kind: "list", name: field.name, path: at.join("."), nullable: field.nullable, element, repetition: repetition + 1, leaves: range(first, leaves.length) };
     }
     const kind = leafKindOf(type);
-    if (!kind) return undefined;
+    if (!kind || own > MAX_LEVEL || repetition > MAX_LEVEL) return undefined;
     leaves.push({ path: at, kind, maxDefinition: own, maxRepetition: repetition });
     return { kind: "leaf", name: field.name, path: at.join("."), nullable: field.nullable, leaf: leaves.length - 1 };
   };
