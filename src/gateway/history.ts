@@ -21,11 +21,13 @@ export type HistoryPlan =
  * message's name, argument formatting and key order are the agent's business and do not count.
  */
 export function messageKey(message: ChatMessage): string {
-  const calls = (message.tool_calls ?? []).map((call) => [call.function.name, canonical(fromJsonText(call.function.arguments))]);
+  const calls = message.tool_calls?.length ? canonical(message.tool_calls.map((call) => [call.function.name, fromJsonText(call.function.arguments)])) : "";
   const role = message.role === "developer" ? "system" : message.role;
   // An assistant turn is the same turn whether the agent sends its reasoning back or not (the reply gave it apart).
   const text = role === "assistant" ? splitReasoning(contentText(message.content)).answer : contentText(message.content);
-  return JSON.stringify([role, text, calls]);
+  // Joined, not serialised: the text is most of a key and is compared, never escaped. Neither a role nor JSON text
+  // holds a NUL, so the first two split the key unambiguously.
+  return `${role}\u0000${calls}\u0000${text}`;
 }
 
 const THINK_START = "<think>";
@@ -72,11 +74,18 @@ export function planHistory(
   return { kind: "extend", added };
 }
 
-/** JSON with object keys sorted, so that key order never decides a match. */
-function canonical(value: unknown): string {
-  return JSON.stringify(value, (_key, v: unknown) =>
-    v !== null && typeof v === "object" && !Array.isArray(v)
-      ? Object.fromEntries(Object.keys(v as object).sort().map((k) => [k, (v as Record<string, unknown>)[k]]))
-      : v,
-  );
+/**
+ * JSON with object keys sorted, so that key order never decides a match: JSON.stringify's text for values parsed from
+ * JSON (a replacer function doing the sorting cost a call per value, most of a request's keys).
+ */
+export function canonical(value: unknown): string {
+  if (value === null || typeof value !== "object") return JSON.stringify(value) ?? "null";
+  if (Array.isArray(value)) return `[${value.map((item) => (item === undefined ? "null" : canonical(item))).join(",")}]`;
+  const record = value as Record<string, unknown>;
+  const entries: string[] = [];
+  for (const key of Object.keys(record).sort()) {
+    const item = record[key];
+    if (item !== undefined && typeof item !== "function") entries.push(`${JSON.stringify(key)}:${canonical(item)}`);
+  }
+  return `{${entries.join(",")}}`;
 }
