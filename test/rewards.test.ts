@@ -241,6 +241,22 @@ describe("the vault reward (data_source agentrl/vault)", () => {
   });
 });
 
+describe("step metrics repeat themselves", () => {
+  it("give the same means whatever order the trajectories finished in (a float sum depends on its order)", () => {
+    const rewards = [0.7, 0.2, 0.05, 0.9, 0.35, 0.1];
+    const list = rewards.map((reward, i) => makeTrajectory(i, { reward, score: reward }));
+    const reversed = [...list].reverse();
+    // The two orders' plain means differ in their last bit (all six, and the three first samples mean@1 takes), so the
+    // metrics only agree when the order of the sum is fixed.
+    const mean = (values: number[]) => values.reduce((a, b) => a + b) / values.length;
+    const firsts = rewards.filter((_, i) => i % 2 === 0);
+    expect(mean(rewards)).not.toBe(mean([...rewards].reverse()));
+    expect(mean(firsts)).not.toBe(mean([...firsts].reverse()));
+    expect(trajectoryMetrics(reversed, 64)).toEqual(trajectoryMetrics(list, 64));
+    expect(validationMetrics(reversed, 2)).toEqual(validationMetrics(list, 2));
+  });
+});
+
 describe("accuracy: a scorer's acc, else score >= 1", () => {
   it("reads acc from reward_extra (boolean or number) and falls back to score >= 1", () => {
     expect(trajectoryAcc({ score: 0.5, reward_extra: { acc: true } })).toBe(1);

@@ -1,8 +1,9 @@
 /**
  * Parquet files written by agentrl itself, for the files written many times a run (trajectory parts): rows are
  * striped into column buffers as they arrive (parquet-shred.ts), and taking the file writes each buffer as one page
- * (parquet-pages.ts). No arrow table, IPC stream or wasm copy of the rows is made on the way (parquet.ts's path):
- * writing 10,000 trajectories to parquet, journal included, took 1.9 s of CPU instead of 2.8 (bench/trajectory-io.mjs).
+ * (parquet-pages.ts). No arrow table, IPC stream or wasm copy of the rows is made on the way (parquet.ts's path): the
+ * trajectory writer alone, journal included, takes about half the CPU it did through parquet-wasm
+ * (bench/trajectory-io.mjs; docs/benchmarks.md has what that is inside a rollout).
  *
  * What the file says about itself is parquet-wasm's: its footer's schema, key/value metadata (arrow's schema among
  * it, so pyarrow and pandas read the same types) and column orders are taken from the file parquet-wasm writes for

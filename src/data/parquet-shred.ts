@@ -2,13 +2,11 @@
  * Rows striped into parquet's leaf columns as they arrive (Dremel's record shredding): each leaf keeps its repetition
  * and definition levels (as runs, parquet-levels.ts) and its values in growing buffers, outside the JS heap. The
  * trajectory writer appends each finished trajectory here instead of keeping it as an object until its part is
- * written: kept objects were copied by every scavenge and promoted, and turning them into arrow columns, arrow IPC
- * and then parquet in parquet-wasm was most of the writer's CPU (docs/benchmarks.md). parquet-pages.ts writes the
- * buffers as pages.
+ * written (kept objects survive scavenges and are promoted); parquet-pages.ts writes the buffers as pages.
  *
- * Levels follow the arrow schema as arrow's parquet writer maps it (parquet-template.ts checks them against its
- * schema): a nullable field adds a definition level, and a list is `group (LIST) { repeated group list { element } }`,
- * which adds one definition and one repetition level.
+ * Levels follow the arrow schema as arrow's parquet writer maps it (parquet-columnar.ts checks them against the
+ * schema parquet-wasm writes): a nullable field adds a definition level, and a list is
+ * `group (LIST) { repeated group list { element } }`, which adds one definition and one repetition level.
  */
 import { DataType, type Field, type Schema } from "apache-arrow";
 import { GrowingBytes } from "./growing-bytes.js";

@@ -6,12 +6,17 @@ import { trajectoryAcc, type Trajectory } from "../data/trajectory.js";
 import { tokenStaleness } from "../data/version-spans.js";
 import type { RolloutBatch } from "./rollout.js";
 
+/**
+ * Mean, max and min of `values`, the same whatever their order: they are summed smallest first. Trajectories come in
+ * the order they finished, which timing decides, and a float sum in another order can differ in its last bit, so two
+ * runs with the same seeds logged different means (test/train-demo.test.ts compares them line for line).
+ */
 function stats(values: number[]): { mean: number; max: number; min: number } {
   if (values.length === 0) return { mean: 0, max: 0, min: 0 };
   let sum = 0;
   let max = -Infinity;
   let min = Infinity;
-  for (const v of values) {
+  for (const v of [...values].sort((a, b) => a - b)) {
     sum += v;
     max = Math.max(max, v);
     min = Math.min(min, v);
