@@ -77,7 +77,74 @@ async function writeBoth(dir: string, rowGroupSize: number): Promise<{ ours: str
   return { ours, wasm };
 }
 
+/** A seeded generator (mulberry32), so a failure names the seed and repeats. */
+function randomness(seed: number) {
+  let state = seed >>> 0;
+  const next = () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  const int = (below: number) => Math.floor(next() * below);
+  const pick = <T>(items: readonly T[]): T => items[int(items.length)]!;
+  const maybe = <T>(value: () => T): T | null => (next() < 0.3 ? null : value());
+  const text = () => Array.from({ length: int(12) }, () => pick(["a", "Z", " ", "\n", "é", "✓", "😀", "\"", "0", "<tool_call>"])).join("");
+  const list = <T>(item: () => T, max = 6): T[] => Array.from({ length: int(max + 1) }, item);
+  return { next, int, pick, maybe, text, list };
+}
+
+/** A trajectory whose every nullable field, list length and text is drawn: nulls, empties and nesting in any mix. */
+function randomTrajectory(i: number, r: ReturnType<typeof randomness>): Trajectory {
+  const message = () =>
+    r.pick([
+      () => ({ role: "user", content: r.text() }),
+      () => ({ role: "assistant", content: r.maybe(r.text), ...(r.next() < 0.5 ? { reasoning_content: r.text() } : {}), tool_calls: r.list(() => ({ id: `c${r.int(9)}`, type: "function", function: { name: r.text(), arguments: { x: r.int(100), s: r.text() } } }), 3) }),
+      () => ({ role: "tool", content: r.text(), tool_call_id: `c${r.int(9)}`, name: r.text() }),
+      () => ({ role: "assistant", content: [{ type: "text", text: r.text() }], refusal: null }),
+    ])();
+  const tokens = () => r.list(() => r.int(200_000) - 100, 40);
+  return makeTrajectory(i, {
+    ground_truth: r.maybe(r.text),
+    error: r.maybe(r.text),
+    data_index: r.pick([0, 7, 2 ** 33 + r.int(1000)]),
+    prompt_ids: tokens(),
+    response_ids: tokens(),
+    response_mask: r.list(() => r.int(2), 40),
+    response_logprobs: r.list(() => -r.next() * 5, 40),
+    trainer_logprobs: r.maybe(() => r.list(() => -r.next(), 10)),
+    segments: r.list(() => ({ kind: r.pick(["assistant", "tool", "user"] as const), turn: r.int(5), start: r.int(50), end: r.int(50), text: r.text(), tool_name: r.maybe(r.text), arguments: r.maybe(() => ({ a: r.text() })), latency_ms: r.maybe(() => r.next() * 100), error: r.maybe(r.text), finish_reason: r.maybe(() => "stop") })),
+    calls: r.list(() => ({ turn: r.int(5), name: r.text(), arguments: { q: r.int(9) }, response: r.text(), latency_ms: r.next(), step_reward: r.maybe(r.next), error_kind: r.maybe(r.text), error: r.maybe(r.text) }), 3),
+    messages: r.list(message, 5) as Trajectory["messages"],
+    tool_rewards: r.list(() => r.next() - 0.5, 3),
+    turn_scores: r.list(r.next, 3),
+    tool_scores: r.maybe(() => Object.fromEntries(r.list(() => [r.text(), r.next()] as const, 3))),
+    reward_extra: r.maybe(() => ({ acc: r.next() < 0.5, note: r.text() })),
+    advantage: r.maybe(() => r.next() - 0.5),
+    drift_detail: r.maybe(() => ({ status: "drift", mode: "strict", firstDifference: r.int(99), accumulatedLength: r.int(99), renderedLength: r.int(99), accumulatedExcerpt: r.text(), renderedExcerpt: r.text() })),
+    server: r.maybe(r.text),
+    weight_version: r.maybe(r.text),
+    version_spans: r.maybe(() => r.list(() => ({ start: r.int(9), end: r.int(9), weight_version: r.maybe(r.text) }), 3)),
+    context_segments: r.maybe(() => r.list(() => ({ prompt_ids: tokens(), response_ids: tokens(), response_mask: r.list(() => r.int(2), 9), response_logprobs: r.list(() => -r.next(), 9), messages: r.list(message, 3), reason: r.text(), drift: "match" }), 2)) as Trajectory["context_segments"],
+    step: r.maybe(() => r.int(100)),
+  });
+}
+
 describe("agentrl's columnar parquet writer", () => {
+  it.each([1, 2, 3])("writes what parquet-wasm writes for 60 random trajectories (seed %i)", async (seed) => {
+    const r = randomness(seed);
+    const rows = Array.from({ length: 60 }, (_, i) => randomTrajectory(i, r)).map((t) => trajectoryParquetRow(t));
+    const writer = await ColumnarParquet.open(trajectoryArrowSchema, { compression: "zstd", rowGroupSize: 16 });
+    for (const row of rows) writer.append(row);
+    const dir = tempDir("pq-columnar");
+    const ours = path.join(dir, "ours.parquet");
+    writeFileSync(ours, writer.take());
+    const wasm = path.join(dir, "wasm.parquet");
+    await writeParquetRows(wasm, rows, trajectoryArrowSchema, TRAJECTORY_PARQUET(16));
+    expect(asJson(await readRows(ours))).toBe(asJson(await readRows(wasm)));
+  });
+
   it("writes the rows parquet-wasm writes, in row groups of the size asked", async () => {
     const { ours, wasm } = await writeBoth(tempDir("pq-columnar"), 4);
     const [mine, theirs] = [await readRows(ours), await readRows(wasm)];
