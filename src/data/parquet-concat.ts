@@ -12,7 +12,7 @@
  */
 import { createReadStream, promises as fs } from "node:fs";
 import { writeFileAtomic } from "./atomic.js";
-import { field, readStruct, T, writeStruct, type ThriftList, type ThriftStruct } from "./thrift-compact.js";
+import { field, readStruct, T, writeStruct, type EncodedStruct, type ThriftList, type ThriftStruct } from "./thrift-compact.js";
 
 const MAGIC = "PAR1";
 const FILE_META = { VERSION: 1, SCHEMA: 2, NUM_ROWS: 3, ROW_GROUPS: 4, KEY_VALUE: 5, COLUMN_ORDERS: 7, ENCRYPTION: 8 };
@@ -117,31 +117,44 @@ function movedRowGroups(meta: ThriftStruct, delta: bigint, ordinal: number): Thr
   return groups;
 }
 
+/** A part ready to copy: where its pages end, its rows, and its row groups, moved and encoded (EncodedStruct). */
+interface MovedPart {
+  file: string;
+  bodyEnd: number;
+  rows: bigint;
+  groups: EncodedStruct[];
+}
+
 /**
  * Writes `files`' rows, in order, to `out` (atomically), row groups copied as they are. False, and nothing
  * written, when there is no file or the files do not share one schema and metadata: the caller re-encodes then.
+ *
+ * Each part's footer is read, its row groups moved and encoded again as bytes, and its tree dropped before the next
+ * one is read: the merged footer of a long run (hundreds of parts of ~100 column chunks each) held as one tree of
+ * objects took ~2.7 KB a trajectory at close, 1 GB for a run of 400,000.
  */
 export async function concatParquetFiles(files: readonly string[], out: string): Promise<boolean> {
   if (files.length === 0) return false;
-  const parts: Part[] = [];
+  const parts: MovedPart[] = [];
+  let first: ThriftStruct | undefined;
+  let shared: string | undefined;
+  let position = MAGIC.length;
+  let ordinal = 0;
   for (const file of files) {
     const part = await readPart(file);
     if (!part) return false;
-    parts.push(part);
-  }
-  const shared = sharedFields(parts[0]!.meta);
-  if (parts.some((part) => sharedFields(part.meta) !== shared)) return false;
-
-  let position = MAGIC.length;
-  let rows = 0n;
-  const groups: ThriftStruct[] = [];
-  for (const part of parts) {
-    groups.push(...movedRowGroups(part.meta, BigInt(position - MAGIC.length), groups.length));
-    rows += field(part.meta, FILE_META.NUM_ROWS)!.value as bigint;
+    first ??= part.meta;
+    shared ??= sharedFields(part.meta);
+    if (sharedFields(part.meta) !== shared) return false;
+    const groups = movedRowGroups(part.meta, BigInt(position - MAGIC.length), ordinal);
+    ordinal += groups.length;
+    parts.push({ file, bodyEnd: part.bodyEnd, rows: field(part.meta, FILE_META.NUM_ROWS)!.value as bigint, groups: groups.map((group) => ({ encoded: writeStruct(group) })) });
     position += part.bodyEnd - MAGIC.length;
   }
+  const rows = parts.reduce((sum, part) => sum + part.rows, 0n);
+  const groups = parts.flatMap((part) => part.groups);
   const meta: ThriftStruct = {
-    fields: parts[0]!.meta.fields.map((f) => {
+    fields: first!.fields.map((f) => {
       if (f.id === FILE_META.NUM_ROWS) return { ...f, value: rows };
       if (f.id === FILE_META.ROW_GROUPS) return { ...f, value: { elementType: T.STRUCT, items: groups } };
       return f;

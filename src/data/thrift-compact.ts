@@ -22,7 +22,7 @@ export const T = {
   STRUCT: 12,
 } as const;
 
-export type ThriftValue = boolean | bigint | number | Uint8Array | ThriftList | ThriftMap | ThriftStruct;
+export type ThriftValue = boolean | bigint | number | Uint8Array | ThriftList | ThriftMap | ThriftStruct | EncodedStruct;
 export interface ThriftList {
   elementType: number;
   items: ThriftValue[];
@@ -40,6 +40,13 @@ export interface ThriftField {
 }
 export interface ThriftStruct {
   fields: ThriftField[];
+}
+/**
+ * A struct already in compact-protocol bytes (writeStruct's output), written as it is wherever a struct goes: a
+ * merged parquet footer keeps each part's row groups as bytes instead of as trees of objects.
+ */
+export interface EncodedStruct {
+  encoded: Uint8Array;
 }
 
 /** The field `id` of a struct, or undefined. */
@@ -173,11 +180,38 @@ class Reader {
 const SAFE_LIMIT = 2n ** 53n;
 const HALF_SAFE_LIMIT = 2n ** 52n;
 
-class Writer {
-  private out: number[] = [];
+/** The bytes written so far, in a buffer that doubles as it fills (a byte per array element cost 8 and more). */
+class ByteSink {
+  private buffer = Buffer.allocUnsafe(256);
+  length = 0;
+
+  push(byte: number): void {
+    if (this.length === this.buffer.length) this.grow(1);
+    this.buffer[this.length++] = byte;
+  }
+
+  append(bytes: Uint8Array): void {
+    if (this.length + bytes.length > this.buffer.length) this.grow(bytes.length);
+    this.buffer.set(bytes, this.length);
+    this.length += bytes.length;
+  }
+
+  private grow(extra: number): void {
+    const grown = Buffer.allocUnsafe(Math.max(this.buffer.length * 2, this.length + extra));
+    this.buffer.copy(grown, 0, 0, this.length);
+    this.buffer = grown;
+  }
 
   bytes(): Uint8Array {
-    return Uint8Array.from(this.out);
+    return new Uint8Array(this.buffer.subarray(0, this.length));
+  }
+}
+
+class Writer {
+  private out = new ByteSink();
+
+  bytes(): Uint8Array {
+    return this.out.bytes();
   }
 
   /** `n` ≥ 0, in Number arithmetic where it is exact (below 2^53), as the reader does. */
@@ -241,13 +275,13 @@ class Writer {
       case T.DOUBLE: {
         const bytes = new Uint8Array(8);
         new DataView(bytes.buffer).setFloat64(0, value as number, true);
-        for (const b of bytes) this.out.push(b);
+        this.out.append(bytes);
         return;
       }
       case T.BINARY: {
         const bytes = value as Uint8Array;
         this.varint(bytes.length);
-        for (const b of bytes) this.out.push(b);
+        this.out.append(bytes);
         return;
       }
       case T.LIST:
@@ -273,7 +307,8 @@ class Writer {
         return;
       }
       case T.STRUCT:
-        this.struct(value as ThriftStruct);
+        if ("encoded" in (value as object)) this.out.append((value as EncodedStruct).encoded);
+        else this.struct(value as ThriftStruct);
         return;
       default:
         throw new Error(`thrift: unknown type ${type}`);
