@@ -9,7 +9,6 @@
 import type { ChatMessage, ToolSchema } from "../chat/index.js";
 import { contentText } from "./openai-schema.js";
 import { fromJsonText } from "../data/trajectory-encoding.js";
-import { LruMap } from "../lru-map.js";
 
 export type HistoryPlan =
   /** Append `added` (mask 0) after the record, then sample. */
@@ -47,20 +46,10 @@ export function splitReasoning(text: string): { reasoning?: string; answer: stri
   return { reasoning, answer: text.slice(end + THINK_END.length).trimStart() };
 }
 
-/**
- * The tools' key: the same list (in order) with the same schemas. Remembered by the tools' JSON text, which is cheap
- * to make: the agents of a run send the same tools, and their canonical form was a tenth of a first request's CPU.
- */
+/** The tools' key: the same list (in order) with the same schemas. */
 export function toolsKey(tools: readonly ToolSchema[]): string {
-  const text = JSON.stringify(tools);
-  let key = TOOLS_KEYS.get(text);
-  if (key === undefined) {
-    key = canonical(tools);
-    TOOLS_KEYS.set(text, key);
-  }
-  return key;
+  return canonical(tools);
 }
-const TOOLS_KEYS = new LruMap<string, string>(64);
 
 /**
  * `recordKeys` and `recordTools` are the record's messages' and tools' keys (messageKey, toolsKey), kept by the

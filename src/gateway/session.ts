@@ -76,8 +76,8 @@ export class GatewaySession {
   private recordTools = "";
   /** The chat_template_kwargs the record was rendered with, as JSON: other ones start a new segment. */
   private recordKwargs = "{}";
-  /** The last request's tools as sent, and their key: agents resend the same list with every request. */
-  private lastTools: { tools: unknown; key: string } | undefined;
+  /** The last request's tools as sent, and what they are known as: agents resend the same list with every request. */
+  private lastTools: { tools: unknown; known: KnownTools } | undefined;
   /** The calls of the last reply, for the record's `calls` once their results come back. */
   private pendingCalls: PendingCall[] = [];
   /** What each segment this session closed needs to be extended again, should a later request continue it. */
@@ -118,7 +118,7 @@ export class GatewaySession {
     // Before the record changes: a response_format or chat_template_kwargs refused here leaves it as it was.
     const grammar = this.grammarOf(request, tools);
     const templateKwargs = templateKwargsOf(body);
-    this.extendRecord(messages, tools, this.toolsKeyOf(tools), templateKwargs);
+    this.extendRecord(messages, this.knownToolsOf(tools), templateKwargs);
     const limit = this.turnLimit();
     if (limit) {
       this.api.endWith(limit);
@@ -229,28 +229,28 @@ export class GatewaySession {
   }
 
   /** Brings the record up to the request's messages: the agent's prompt first, then deltas, or a new segment. */
-  private extendRecord(messages: ChatMessage[], tools: ToolSchema[], toolsKeyValue: string, templateKwargs: Record<string, unknown> | undefined): void {
+  private extendRecord(messages: ChatMessage[], tools: KnownTools, templateKwargs: Record<string, unknown> | undefined): void {
     const keys = messages.map(messageKey);
     if (!this.started) {
       // Started only once a prompt fits: a refused first request leaves the row's prompt for the next one to replace.
-      this.openSegment(messages, tools, keys, toolsKeyValue, templateKwargs);
+      this.openSegment(messages, tools, keys, templateKwargs);
       this.started = true;
       return;
     }
     const kwargsKey = JSON.stringify(templateKwargs ?? {});
     const plan: HistoryPlan = kwargsKey !== this.recordKwargs
       ? { kind: "restart", reason: "chat_template_kwargs_changed" }
-      : planHistory(this.recordKeys, this.recordTools, messages, keys, toolsKeyValue);
+      : planHistory(this.recordKeys, this.recordTools, messages, keys, tools.key);
     let added: ChatMessage[];
     if (plan.kind === "extend") {
       added = plan.added;
     } else {
-      const resumable = this.resumableSegment(messages, keys, toolsKeyValue, kwargsKey);
+      const resumable = this.resumableSegment(messages, keys, tools.key, kwargsKey);
       if (!resumable) {
         // Opened first: a request refused for its length changes nothing, and the current segment stays open.
         const previous = this.run.conversation;
         const state = this.segmentState();
-        this.openSegment(messages, tools, keys, toolsKeyValue, templateKwargs);
+        this.openSegment(messages, tools, keys, templateKwargs);
         return this.closeSegment(previous, plan.reason, state);
       }
       this.resume(resumable.segment, plan.reason);
@@ -298,10 +298,10 @@ export class GatewaySession {
     return { keys: this.recordKeys, tools: this.recordTools, kwargs: this.recordKwargs, toolSegments: this.run.log.toolSegments, pendingCalls: this.pendingCalls };
   }
 
-  private toolsKeyOf(tools: readonly ToolSchema[]): string {
+  private knownToolsOf(tools: ToolSchema[]): KnownTools {
     // Compared in place, key order included (as their JSON text would be), without serialising them per request.
-    if (!this.lastTools || !sameJson(tools, this.lastTools.tools)) this.lastTools = { tools, key: toolsKey(tools) };
-    return this.lastTools.key;
+    if (!this.lastTools || !sameJson(tools, this.lastTools.tools)) this.lastTools = { tools, known: knownTools(tools) };
+    return this.lastTools.known;
   }
 
   /**
@@ -324,13 +324,13 @@ export class GatewaySession {
   }
 
   /** Renders the request as the trajectory's new current segment (mask 0 throughout: nothing in it was sampled). */
-  private openSegment(messages: ChatMessage[], tools: ToolSchema[], keys: string[], toolsKeyValue: string, templateKwargs: Record<string, unknown> | undefined): void {
-    const { tooLong } = this.api.openSequence(messages, frozenToolList(tools), templateKwargs);
+  private openSegment(messages: ChatMessage[], tools: KnownTools, keys: string[], templateKwargs: Record<string, unknown> | undefined): void {
+    const { tooLong } = this.api.openSequence(messages, tools.frozen, templateKwargs);
     if (tooLong) {
       throw new GatewayError(400, `the rendered prompt has ${tooLong.length} tokens, over data.max_prompt_length=${tooLong.limit}`, "context_length_exceeded", "messages");
     }
     this.recordKeys = keys;
-    this.recordTools = toolsKeyValue;
+    this.recordTools = tools.key;
     this.recordKwargs = JSON.stringify(templateKwargs ?? {});
   }
 
@@ -398,20 +398,32 @@ function sameJson(a: unknown, b: unknown): boolean {
   return keys.every((key, i) => key === otherKeys[i] && sameJson((a as Record<string, unknown>)[key], (b as Record<string, unknown>)[key]));
 }
 
-/** Tool lists seen by any trajectory, frozen, by their exact JSON text (key order included, as the template prints it). */
-const frozenToolLists = new LruMap<string, ToolSchema[]>(16);
+/** A request's tools as a session uses them: their key (history.ts's toolsKey) and the frozen list the template prints. */
+interface KnownTools {
+  key: string;
+  frozen: ToolSchema[];
+}
+
+/** Tool lists seen by any trajectory, by their exact JSON text (key order included, as the template prints it). */
+const knownToolLists = new LruMap<string, KnownTools>(16);
 
 /**
- * The frozen list equal to `tools`, down to key order: agents send the same tools with every request of every
- * trajectory, and the template prints a frozen value once (jinja-values.ts's freezeTemplateValue) where it printed
- * the schemas into each segment's prompt, deltas and drift check.
+ * The key and the frozen list of `tools`, made once per distinct list: agents send the same tools with every request
+ * of every trajectory. The template prints a frozen value once (jinja-values.ts's freezeTemplateValue) where it
+ * printed the schemas into each segment's prompt, deltas and drift check, and the key's canonical JSON was a tenth of
+ * a first request's CPU.
  */
-export function frozenToolList(tools: ToolSchema[]): ToolSchema[] {
+function knownTools(tools: ToolSchema[]): KnownTools {
   const text = JSON.stringify(tools);
-  let frozen = frozenToolLists.get(text);
-  if (frozen === undefined) {
-    frozen = freezeTemplateValue(tools);
-    frozenToolLists.set(text, frozen);
+  let known = knownToolLists.get(text);
+  if (known === undefined) {
+    known = { key: toolsKey(tools), frozen: freezeTemplateValue(tools) };
+    knownToolLists.set(text, known);
   }
-  return frozen;
+  return known;
+}
+
+/** The frozen list equal to `tools`, down to key order (knownTools). */
+export function frozenToolList(tools: ToolSchema[]): ToolSchema[] {
+  return knownTools(tools).frozen;
 }
