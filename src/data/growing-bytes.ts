@@ -17,6 +17,20 @@ export class GrowingBytes {
     this.ensure(1);
     this.bytes[this.length++] = value;
   }
+  append(bytes: Uint8Array): void {
+    this.ensure(bytes.length);
+    this.bytes.set(bytes, this.length);
+    this.length += bytes.length;
+  }
+  /** An unsigned LEB128 varint (thrift's compact protocol, parquet's RLE run headers); `value` ≥ 0, below 2^53. */
+  varint(value: number): void {
+    let v = value;
+    while (v >= 0x80) {
+      this.push((v % 0x80) | 0x80);
+      v = Math.floor(v / 0x80);
+    }
+    this.push(v);
+  }
   view(): Buffer {
     return this.bytes.subarray(0, this.length);
   }

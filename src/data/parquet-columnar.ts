@@ -15,7 +15,8 @@ import type { Schema } from "apache-arrow";
 import { packageVersion } from "../repo-paths.js";
 import { readStruct, T, writeStruct, field, type ThriftList, type ThriftStruct, type ThriftField } from "./thrift-compact.js";
 import { rowsToTable, tableToParquet, type WriteOptions } from "./parquet.js";
-import { CODEC, PHYSICAL_TYPE, encodeChunk, setChunkOffset, type Compress, type EncodedChunk } from "./parquet-pages.js";
+import { FILE_META, MAGIC } from "./parquet-concat.js";
+import { CODEC, PHYSICAL_TYPE, encodeChunk, i64, setChunkOffset, type Compress, type EncodedChunk } from "./parquet-pages.js";
 import { RowGroupColumns, shredLayout, type ShredLayout } from "./parquet-shred.js";
 
 export type ColumnarCompression = "zstd" | "none";
@@ -45,8 +46,7 @@ function loadZstd(): Promise<Compress> {
   return zstdReady;
 }
 
-const FILE_META = { VERSION: 1, SCHEMA: 2, NUM_ROWS: 3, ROW_GROUPS: 4, KEY_VALUE: 5, CREATED_BY: 6, COLUMN_ORDERS: 7 };
-const MAGIC = Buffer.from("PAR1", "latin1");
+const MAGIC_BYTES = Buffer.from(MAGIC, "latin1");
 
 /** The footer fields every file of a schema shares, from parquet-wasm's file of no rows. */
 interface Template {
@@ -89,8 +89,6 @@ function checkLeaves(meta: ThriftStruct, layout: ShredLayout): void {
   }
 }
 
-const i64 = (id: number, value: number): ThriftField => ({ id, type: T.I64, value: BigInt(value) });
-
 /** Rows appended one by one, and taken as a whole parquet file. */
 export class ColumnarParquet {
   private groups: RowGroupColumns[] = [];
@@ -129,8 +127,8 @@ export class ColumnarParquet {
     const groups = this.groups.filter((group) => group.rows > 0);
     this.groups = [];
     const codec = this.compress ? CODEC.zstd : CODEC.none;
-    const out: Uint8Array[] = [MAGIC];
-    let position = MAGIC.length;
+    const out: Uint8Array[] = [MAGIC_BYTES];
+    let position = MAGIC_BYTES.length;
     const rowGroups: ThriftStruct[] = [];
     let rows = 0;
     for (const [ordinal, group] of groups.entries()) {
@@ -147,7 +145,7 @@ export class ColumnarParquet {
     const footer = writeStruct({ fields: this.footerFields(rows, rowGroups) });
     const length = Buffer.alloc(4);
     length.writeUInt32LE(footer.length);
-    out.push(footer, length, MAGIC);
+    out.push(footer, length, MAGIC_BYTES);
     return Buffer.concat(out);
   }
 

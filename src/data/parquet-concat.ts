@@ -14,8 +14,10 @@ import { createReadStream, promises as fs } from "node:fs";
 import { writeFileAtomic } from "./atomic.js";
 import { field, readStruct, T, writeStruct, type EncodedStruct, type ThriftList, type ThriftStruct } from "./thrift-compact.js";
 
-const MAGIC = "PAR1";
-const FILE_META = { VERSION: 1, SCHEMA: 2, NUM_ROWS: 3, ROW_GROUPS: 4, KEY_VALUE: 5, COLUMN_ORDERS: 7, ENCRYPTION: 8 };
+/** What opens and ends every parquet file. */
+export const MAGIC = "PAR1";
+/** FileMetaData's fields (the footer). */
+export const FILE_META = { VERSION: 1, SCHEMA: 2, NUM_ROWS: 3, ROW_GROUPS: 4, KEY_VALUE: 5, CREATED_BY: 6, COLUMN_ORDERS: 7, ENCRYPTION: 8 };
 const ROW_GROUP = { COLUMNS: 1, FILE_OFFSET: 5, ORDINAL: 7 };
 /** ColumnChunk's file_offset (its only absolute offset once the page index is dropped). */
 const COLUMN_CHUNK_OFFSETS = [2];

@@ -8,16 +8,6 @@ import { GrowingBytes } from "./growing-bytes.js";
 /** Levels above this would need more than one byte a run; no schema agentrl writes comes near it. */
 export const MAX_LEVEL = 255;
 
-function writeVarint(out: GrowingBytes, value: number): void {
-  out.ensure(5);
-  let v = value;
-  while (v >= 0x80) {
-    out.bytes[out.length++] = (v & 0x7f) | 0x80;
-    v = Math.floor(v / 0x80);
-  }
-  out.bytes[out.length++] = v;
-}
-
 export class LevelRuns {
   /** The finished runs. */
   private readonly runs = new GrowingBytes(16);
@@ -41,7 +31,7 @@ export class LevelRuns {
 
   private closeRun(): void {
     if (this.run === 0) return;
-    writeVarint(this.runs, this.run * 2);
+    this.runs.varint(this.run * 2);
     this.runs.push(this.level);
   }
 
@@ -61,7 +51,7 @@ export class LevelRuns {
   encoded(): Uint8Array {
     const tail = new GrowingBytes(8);
     if (this.run > 0) {
-      writeVarint(tail, this.run * 2);
+      tail.varint(this.run * 2);
       tail.push(this.level);
     }
     const length = this.runs.length + tail.length;

@@ -2,7 +2,7 @@
  * Parquet column chunks from striped leaf columns (parquet-shred.ts): one data page (v1) per column chunk, levels
  * in the RLE hybrid encoding (runs only), values PLAIN, the page compressed as a whole; and the chunk's metadata,
  * with the min/max statistics readers prune row groups by. Field numbers are parquet.thrift's
- * (apache/parquet-format); parquet-template.ts puts the chunks into a file.
+ * (apache/parquet-format); parquet-columnar.ts puts the chunks into a file.
  */
 import { T, writeStruct, type ThriftField, type ThriftStruct } from "./thrift-compact.js";
 import type { LeafColumn } from "./parquet-shred.js";
@@ -17,7 +17,7 @@ const MAX_TEXT_STATISTIC = 64;
 export type Compress = (bytes: Uint8Array) => Uint8Array;
 
 const i32 = (id: number, value: number): ThriftField => ({ id, type: T.I32, value: BigInt(value) });
-const i64 = (id: number, value: number): ThriftField => ({ id, type: T.I64, value: BigInt(value) });
+export const i64 = (id: number, value: number): ThriftField => ({ id, type: T.I64, value: BigInt(value) });
 const binary = (id: number, value: Uint8Array): ThriftField => ({ id, type: T.BINARY, value });
 const bool = (id: number, value: boolean): ThriftField => ({ id, type: T.TRUE, value });
 
@@ -99,10 +99,13 @@ function textMinMax(plain: Buffer): { min: Uint8Array; max: Uint8Array } {
 function statistics(column: LeafColumn): ThriftStruct {
   const fields: ThriftField[] = [i64(3, column.count - column.valueCount)];
   const range = column.spec.maxRepetition === 0 ? minMax(column) : undefined;
-  if (range && range.max.length <= MAX_TEXT_STATISTIC) fields.push(binary(5, range.max));
-  if (range && range.min.length <= MAX_TEXT_STATISTIC) fields.push(binary(6, range.min));
-  if (range && range.max.length <= MAX_TEXT_STATISTIC) fields.push(bool(7, true));
-  if (range && range.min.length <= MAX_TEXT_STATISTIC) fields.push(bool(8, true));
+  const max = range && range.max.length <= MAX_TEXT_STATISTIC ? range.max : undefined;
+  const min = range && range.min.length <= MAX_TEXT_STATISTIC ? range.min : undefined;
+  // In field order: max_value, min_value, then whether each is exact (they are, when written).
+  if (max) fields.push(binary(5, max));
+  if (min) fields.push(binary(6, min));
+  if (max) fields.push(bool(7, true));
+  if (min) fields.push(bool(8, true));
   return { fields };
 }
 

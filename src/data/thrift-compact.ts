@@ -4,6 +4,7 @@
  * width are bigint, so a 64-bit file offset is never rounded. Reading then writing an untouched tree gives the same
  * bytes (test/parquet-concat.test.ts checks it on real footers).
  */
+import { GrowingBytes } from "./growing-bytes.js";
 
 /** Compact protocol type codes (bool fields carry their value in the code: 1 true, 2 false). */
 export const T = {
@@ -180,49 +181,18 @@ class Reader {
 const SAFE_LIMIT = 2n ** 53n;
 const HALF_SAFE_LIMIT = 2n ** 52n;
 
-/** The bytes written so far, in a buffer that doubles as it fills (a byte per array element cost 8 and more). */
-class ByteSink {
-  private buffer = Buffer.allocUnsafe(256);
-  length = 0;
-
-  push(byte: number): void {
-    if (this.length === this.buffer.length) this.grow(1);
-    this.buffer[this.length++] = byte;
-  }
-
-  append(bytes: Uint8Array): void {
-    if (this.length + bytes.length > this.buffer.length) this.grow(bytes.length);
-    this.buffer.set(bytes, this.length);
-    this.length += bytes.length;
-  }
-
-  private grow(extra: number): void {
-    const grown = Buffer.allocUnsafe(Math.max(this.buffer.length * 2, this.length + extra));
-    this.buffer.copy(grown, 0, 0, this.length);
-    this.buffer = grown;
-  }
-
-  bytes(): Uint8Array {
-    return new Uint8Array(this.buffer.subarray(0, this.length));
-  }
-}
-
 class Writer {
-  private out = new ByteSink();
+  /** A growing buffer: a byte per element of a JS array cost 8 and more. */
+  private out = new GrowingBytes(256);
 
   bytes(): Uint8Array {
-    return this.out.bytes();
+    return new Uint8Array(this.out.view());
   }
 
   /** `n` ≥ 0, in Number arithmetic where it is exact (below 2^53), as the reader does. */
   private varint(n: bigint | number): void {
     if (typeof n === "number" || n < SAFE_LIMIT) {
-      let v = Number(n);
-      while (v >= 0x80) {
-        this.out.push((v % 0x80) | 0x80);
-        v = Math.floor(v / 0x80);
-      }
-      this.out.push(v);
+      this.out.varint(Number(n));
       return;
     }
     let v = n;
