@@ -127,6 +127,29 @@ describe("agentrl rollout --over-sample-rate", () => {
     expect(all).toHaveLength(11);
   });
 
+  it("keeps exactly (1 - rate) when more finish at once: the ones past the target are over-sampled, record and all", async () => {
+    // Every generation waits until all 16 are in, then all are answered together: they are handed over in one batch,
+    // and the 12th to be recorded reaches the target while the other four are finishing too.
+    let allIn!: () => void;
+    const sixteen = new Promise<void>((resolve) => (allIn = resolve));
+    fake = await startFakeSglang({
+      respond: async (_ids, _params, ctx) => {
+        if (ctx.callIndex === 15) allIn();
+        await sixteen;
+        return answer;
+      },
+    });
+    const out = path.join(tmp("oversample-together"), "t.jsonl");
+    const result = await rollout(fake.url, out, ["--concurrency", "16", "--over-sample-rate", "0.25"]);
+    expect(result.code, result.stderr).toBe(0);
+    expect(JSON.parse(result.stdout).over_sample_aborted).toBe(4);
+    const all = await readAll(out);
+    expect(all).toHaveLength(16);
+    expect(all.filter((t) => t.status === "completed")).toHaveLength(12);
+    const overSampled = all.filter((t) => t.finish_reason === "over_sample");
+    expect(overSampled.map((t) => t.status)).toEqual(["aborted", "aborted", "aborted", "aborted"]);
+  });
+
   it("without over-sampling the same stragglers hold the run until their deadline", async () => {
     const server = await serverWithStragglers(12);
     const out = path.join(tmp("oversample-off"), "t.jsonl");

@@ -4,6 +4,7 @@
  */
 import type { IncomingHttpHeaders } from "node:http";
 import type { Dispatcher } from "undici";
+import { handOverTogether } from "./hand-over.js";
 import type { FailureKind } from "./types.js";
 
 export interface AttemptRequest {
@@ -148,8 +149,17 @@ class Attempt implements Dispatcher.DispatchHandler {
     this.settled = true;
     clearTimeout(this.timer);
     this.req.signal?.removeEventListener("abort", this.onCallerAbort);
-    this.resolve(outcome);
+    handOverTogether(this.handOver, outcome);
   }
+
+  /**
+   * The outcome as its caller gets it, in the check phase (hand-over.ts): an answer read in the same turn as the
+   * caller's abort, but before it, is cancelled too, so that an abort holds from the moment it is made (over-sampling
+   * stops the trajectories still running, and none of them finishes after it).
+   */
+  private readonly handOver = (outcome: AttemptOutcome): void => {
+    this.resolve(outcome.kind !== "cancelled" && this.req.signal?.aborted ? { kind: "cancelled" } : outcome);
+  };
 
   /** Aborts the request in undici now, or as it starts if it is still queued for a connection. */
   private stop(reason: Error): void {

@@ -238,6 +238,12 @@ class Rollout {
       this.cancelledInFlight += 1;
       return;
     }
+    if (this.overSampling && this.finished >= this.overSampleTarget && trajectory.finish_reason !== OVER_SAMPLE_FINISH_REASON) {
+      // It finished once the target had been reached: in the same turn of the event loop as the one that reached it
+      // (engine answers are handed over together, src/engine/hand-over.ts), or in another rollout thread. Like verl's
+      // requests that finish past the target, it is over-sampled, so a batch keeps exactly the target.
+      trajectory = { ...trajectory, status: "aborted", finish_reason: OVER_SAMPLE_FINISH_REASON };
+    }
     if (trajectory.finish_reason === OVER_SAMPLE_FINISH_REASON) this.overSampleAborted += 1;
     else this.finished += 1;
     if (this.overSampling && this.finished >= this.overSampleTarget && !this.controller.signal.aborted) {
