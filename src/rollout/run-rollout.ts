@@ -239,9 +239,9 @@ class Rollout {
       return;
     }
     if (this.overSampling && this.finished >= this.overSampleTarget && trajectory.finish_reason !== OVER_SAMPLE_FINISH_REASON) {
-      // It finished once the target had been reached: in the same turn of the event loop as the one that reached it
-      // (engine answers are handed over together, src/engine/hand-over.ts), or in another rollout thread. Like verl's
-      // requests that finish past the target, it is over-sampled, so a batch keeps exactly the target.
+      // It was still running when the target was reached (its answer handed over in the same turn of the event loop as
+      // the one that reached it, src/engine/hand-over.ts, or it ran in another rollout thread): over-sampled like the
+      // rest, as verl cancels every request not done at that moment, so a batch keeps exactly the target.
       trajectory = { ...trajectory, status: "aborted", finish_reason: OVER_SAMPLE_FINISH_REASON };
     }
     if (trajectory.finish_reason === OVER_SAMPLE_FINISH_REASON) this.overSampleAborted += 1;
