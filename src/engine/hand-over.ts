@@ -6,7 +6,8 @@
  * the next request) in the middle of undici reading the sockets, one answer at a time. Handed over together, the
  * callers' continuations interleave at each of their awaits, so every trajectory does one stage of its turn before
  * any does the next, on caches still warm from the previous trajectory's same stage: the rollout client's CPU per turn
- * on distinct conversations fell by about a third (bench/rollout-overhead.mjs, docs/benchmarks.md). Handing over
+ * on distinct conversations fell by a fifth, its CPU over a bare HTTP loop by 28% (bench/rollout-overhead.mjs, seven
+ * alternating pairs, docs/benchmarks.md). Handing over
  * each answer in a check-phase callback of its own (its continuations run to the end before the next answer's) did
  * not pay. The cost is at most one turn of the event loop of latency per answer.
  */

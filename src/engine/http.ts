@@ -153,9 +153,10 @@ class Attempt implements Dispatcher.DispatchHandler {
   }
 
   /**
-   * The outcome as its caller gets it, in the check phase (hand-over.ts): an answer read in the same turn as the
-   * caller's abort, but before it, is cancelled too, so that an abort holds from the moment it is made (over-sampling
-   * stops the trajectories still running, and none of them finishes after it).
+   * The outcome as its caller gets it, in the check phase (hand-over.ts): a caller that aborted while its answer waited
+   * to be handed over gets `cancelled`, as it would have had the answer come after the abort, so an abort holds from
+   * the moment it is made. (A trajectory past its last answer can still finish after an over-sampling abort: the
+   * rollout's record step over-samples it, run-rollout.ts.)
    */
   private readonly handOver = (outcome: AttemptOutcome): void => {
     this.resolve(outcome.kind !== "cancelled" && this.req.signal?.aborted ? { kind: "cancelled" } : outcome);
