@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { TokenColumns } from "../src/chat/token-columns.js";
-import { generateBody } from "../src/engine/wire.js";
+import { generateBody, generateBodyBytes } from "../src/engine/wire.js";
 
 describe("TokenColumns", () => {
   it("keeps every row through its growth: ids, mask, and a logprob only where the mask is 1", () => {
@@ -38,15 +38,23 @@ describe("TokenColumns", () => {
 
   it("keeps its ids' JSON text equal to the ids through appends and growth", () => {
     const columns = new TokenColumns(2);
-    expect(columns.idsJson()).toBe("");
+    const text = () => Buffer.from(columns.idsText()).toString("latin1");
+    expect(text()).toBe("");
     const all: number[] = [];
     for (let turn = 0; turn < 12; turn++) {
       const ids = Array.from({ length: turn % 5 }, (_, i) => 151_000 + 17 * turn + i);
       columns.append(ids, (turn % 2) as 0 | 1, undefined);
       all.push(...ids);
-      if (turn % 3 !== 1) expect(columns.idsJson()).toBe(all.join(","));
+      if (turn % 3 !== 1) expect(text()).toBe(all.join(","));
     }
-    expect(JSON.parse(`[${columns.idsJson()}]`)).toEqual(all);
+    expect(JSON.parse(`[${text()}]`)).toEqual(all);
+  });
+
+  it("prints every int32 id as JSON does: zero, each digit count, negatives, the extremes", () => {
+    const ids = [0, 7, 10, 99, 100, 151_643, 999_999, 1_000_000, 2 ** 31 - 1, -1, -10, -(2 ** 31), 9, 1_000_000_000, 999_999_999];
+    const columns = new TokenColumns(1);
+    for (const id of ids) columns.append([id], 0, undefined);
+    expect(Buffer.from(columns.idsText()).toString("latin1")).toBe(ids.join(","));
   });
 
   it("is sent to /generate as the same JSON as the plain ids", () => {
@@ -57,7 +65,8 @@ describe("TokenColumns", () => {
     const attempt = { rid: "r-1", loraPath: "adapter" };
     const typed = generateBody({ ...request, inputIds: columns.ids() }, attempt);
     expect(typed).toBe(generateBody({ ...request, inputIds: ids }, attempt));
-    expect(generateBody({ ...request, inputIds: columns.ids(), inputIdsJson: columns.idsJson() }, attempt)).toBe(typed);
+    expect(generateBodyBytes({ ...request, inputIds: columns.ids(), inputIdsText: columns.idsText() }, attempt).toString("utf8")).toBe(typed);
+    expect(generateBodyBytes({ ...request, inputIds: ids }, attempt).toString("utf8")).toBe(typed);
     expect(JSON.parse(typed)).toMatchObject({ input_ids: ids, rid: "r-1", priority: 3, lora_path: "adapter", top_logprobs_num: 2 });
   });
 });

@@ -299,9 +299,9 @@ export class Conversation {
     return this.columns.ids();
   }
 
-  /** tokenIds as JSON list items (`1,2,3`), printed once per token (token-columns.ts). */
-  get tokenIdsJson(): string {
-    return this.columns.idsJson();
+  /** tokenIds as JSON list items (`1,2,3`) in ASCII bytes, printed once per token (token-columns.ts); a view. */
+  get tokenIdsText(): Uint8Array {
+    return this.columns.idsText();
   }
 
   /** The ids from `start` to `end` (default: the end of the record), as a plain array of their own. */

@@ -30,7 +30,7 @@ import type {
 import {
   errorMessageOf,
   excerpt,
-  generateBody,
+  generateBodyBytes,
   parseGenerateResponse,
   modelInfoSchema,
   serverInfoSchema,
@@ -273,7 +273,7 @@ export class SglangClient {
           url: `${server}/generate`,
           method: "POST",
           headers: this.headers(true),
-          body: generateBody(req, { rid, loraPath: this.loraAdapter }),
+          body: generateBodyBytes(req, { rid, loraPath: this.loraAdapter }),
           timeoutMs: this.options.requestTimeoutMs,
           ...(req.signal ? { signal: req.signal } : {}),
         });

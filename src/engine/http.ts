@@ -12,7 +12,7 @@ export interface AttemptRequest {
   url: string;
   method: "GET" | "POST";
   headers: Record<string, string>;
-  body?: string;
+  body?: string | Uint8Array;
   /** Whole attempt, headers and body together. */
   timeoutMs: number;
   /** The caller's cancel signal. */

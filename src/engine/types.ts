@@ -34,8 +34,11 @@ export interface GenerateRequest {
    * retry's too): the caller leaves it unchanged until generate() returns.
    */
   inputIds: readonly number[] | Int32Array;
-  /** `inputIds` as JSON list items (`1,2,3`), when the caller keeps that text (a conversation does, token-columns.ts). */
-  inputIdsJson?: string;
+  /**
+   * `inputIds` as JSON list items (`1,2,3`) in ASCII bytes, when the caller keeps them (a conversation does,
+   * token-columns.ts): the request body is put together from them without printing the ids again.
+   */
+  inputIdsText?: Uint8Array;
   samplingParams: SamplingParams;
   /** Request id sent to SGLang; a fresh one is made when omitted and for every retry. */
   rid?: string;

@@ -179,12 +179,34 @@ export function toWireSamplingParams(params: SamplingParams): Record<string, unk
  * The JSON body of one /generate attempt: the request's ids, sampling parameters, priority and top-logprobs count, with
  * the attempt's `rid` and the client's LoRA adapter (`lora_path`), which are the client's and not the request's.
  */
-export function generateBody(
-  req: Pick<GenerateRequest, "inputIds" | "inputIdsJson" | "samplingParams" | "priority" | "topLogprobs">,
-  attempt: { rid: string; loraPath?: string | null },
-): string {
-  // The ids are put into the text by hand: JSON.stringify prints a typed array as an object of its indices, and a
-  // conversation keeps its ids' text already.
+export function generateBody(req: BodyFields, attempt: AttemptFields): string {
+  // The ids are put into the text by hand: JSON.stringify prints a typed array as an object of its indices.
+  return `${IDS_OPEN}${req.inputIds.join(",")}${afterIds(req, attempt)}`;
+}
+
+/**
+ * generateBody as the bytes sent, put together from the ids' text the caller keeps (`inputIdsText`) where it has it:
+ * the same JSON, without printing the ids again or encoding them into UTF-8.
+ */
+export function generateBodyBytes(req: BodyFields, attempt: AttemptFields): Buffer {
+  if (req.inputIdsText === undefined) return Buffer.from(generateBody(req, attempt));
+  const ids = req.inputIdsText;
+  const rest = afterIds(req, attempt);
+  const restBytes = Buffer.byteLength(rest);
+  const body = Buffer.allocUnsafe(IDS_OPEN.length + ids.length + restBytes);
+  body.write(IDS_OPEN, 0, "latin1");
+  body.set(ids, IDS_OPEN.length);
+  body.write(rest, IDS_OPEN.length + ids.length, restBytes, "utf8");
+  return body;
+}
+
+type BodyFields = Pick<GenerateRequest, "inputIds" | "inputIdsText" | "samplingParams" | "priority" | "topLogprobs">;
+type AttemptFields = { rid: string; loraPath?: string | null };
+
+const IDS_OPEN = '{"input_ids":[';
+
+/** The body after the ids' list items: `],` and every other field, to the closing brace. */
+function afterIds(req: BodyFields, attempt: AttemptFields): string {
   const rest = JSON.stringify({
     sampling_params: toWireSamplingParams(req.samplingParams),
     rid: attempt.rid,
@@ -193,7 +215,7 @@ export function generateBody(
     ...(attempt.loraPath ? { lora_path: attempt.loraPath } : {}),
     ...(req.topLogprobs ? { top_logprobs_num: req.topLogprobs } : {}),
   });
-  return `{"input_ids":[${req.inputIdsJson ?? req.inputIds.join(",")}],${rest.slice(1)}`;
+  return `],${rest.slice(1)}`;
 }
 
 /**

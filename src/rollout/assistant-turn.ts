@@ -91,7 +91,7 @@ function generateRequest(run: TrajectoryInFlight, maxNewTokens: number, piece: n
   return {
     // The record itself, not a copy: nothing appends to it while its own request is out.
     inputIds: run.conversation.tokenIds,
-    inputIdsJson: run.conversation.tokenIdsJson,
+    inputIdsText: run.conversation.tokenIdsText,
     samplingParams: {
       maxNewTokens,
       temperature: greedy ? 0 : rollout.temperature,
