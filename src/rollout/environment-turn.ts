@@ -20,7 +20,19 @@ export async function toolTurn(run: TrajectoryInFlight, parsed: ParseResult): Pr
     if (typeof record.step_reward === "number" && record.error_kind == null) log.toolRewards.push(record.step_reward);
   }
   log.toolSegments.push(toolSegmentOf(records));
-  return appendEnvironment(run, records.map((record) => ({ role: "tool", content: record.response })));
+  return appendEnvironment(run, toolMessages(records));
+}
+
+/**
+ * The calls' observations as tool messages, in a list built by push: `records.map(...)` made a packed list while this
+ * code ran unoptimized and a holey one once V8 had optimized it, and the code that reads the list (the delta's render,
+ * the record's segment kind) was deoptimized at each change of kind: toolTurn was compiled again in every rollout of
+ * the distinct-conversations bench, a third of the compiling left after warm-up (bench/jit-churn.mjs).
+ */
+function toolMessages(records: readonly { response: string }[]): ChatMessage[] {
+  const messages: ChatMessage[] = [];
+  for (const record of records) messages.push({ role: "tool", content: record.response });
+  return messages;
 }
 
 /** Asks the simulated user for its reply and appends it; its last reply ends the trajectory. */
