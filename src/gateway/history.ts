@@ -9,6 +9,7 @@
 import type { ChatMessage, ToolSchema } from "../chat/index.js";
 import { contentText } from "./openai-schema.js";
 import { fromJsonText } from "../data/trajectory-encoding.js";
+import { mapPacked } from "../packed-list.js";
 
 export type HistoryPlan =
   /** Append `added` (mask 0) after the record, then sample. */
@@ -21,7 +22,7 @@ export type HistoryPlan =
  * message's name, argument formatting and key order are the agent's business and do not count.
  */
 export function messageKey(message: ChatMessage): string {
-  const calls = message.tool_calls?.length ? canonical(message.tool_calls.map((call) => [call.function.name, fromJsonText(call.function.arguments)])) : "";
+  const calls = message.tool_calls?.length ? canonical(mapPacked(message.tool_calls, (call) => [call.function.name, fromJsonText(call.function.arguments)])) : "";
   const role = message.role === "developer" ? "system" : message.role;
   // An assistant turn is the same turn whether the agent sends its reasoning back or not (the reply gave it apart).
   const text = role === "assistant" ? splitReasoning(contentText(message.content)).answer : contentText(message.content);
@@ -80,7 +81,7 @@ export function planHistory(
  */
 export function canonical(value: unknown): string {
   if (value === null || typeof value !== "object") return JSON.stringify(value) ?? "null";
-  if (Array.isArray(value)) return `[${value.map((item) => (item === undefined ? "null" : canonical(item))).join(",")}]`;
+  if (Array.isArray(value)) return `[${mapPacked(value, (item) => (item === undefined ? "null" : canonical(item))).join(",")}]`;
   const record = value as Record<string, unknown>;
   const entries: string[] = [];
   for (const key of Object.keys(record).sort()) {

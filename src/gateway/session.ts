@@ -6,6 +6,7 @@
  */
 import { ResponseChain } from "./responses-api.js";
 import { LruMap } from "../lru-map.js";
+import { mapPacked } from "../packed-list.js";
 import { freezeTemplateValue, type ChatMessage, type Conversation, type ToolCall, type ToolSchema } from "../chat/index.js";
 import type { TopLogprob } from "../engine/index.js";
 import type { TrajectoryControl } from "../rollout/agent-loop.js";
@@ -110,7 +111,7 @@ export class GatewaySession {
   private async completeNow(request: ChatCompletionRequest, body: Record<string, unknown>): Promise<Completion> {
     this.checkOpen();
     this.checkSupported(request, body);
-    const messages = request.messages.map(toChatMessage);
+    const messages = mapPacked(request.messages, toChatMessage);
     if (messages.at(-1)!.role === "assistant") {
       throw new GatewayError(400, "the last message is an assistant message: continuing a prefilled assistant turn is not supported", "unsupported_prefill", "messages");
     }
@@ -148,8 +149,8 @@ export class GatewaySession {
     const turn = this.run.conversation.assistantTurns - 1;
     // Unique within the conversation, which is all OpenAI's ids promise; the same across trajectories, so a tool
     // result's render (which holds its tool_call_id) can come from the template cache as the built-in loop's does.
-    const toolCalls = calls.map((call, index) => ({ id: `call_${turn}_${index}`, type: "function" as const, function: { name: call.function.name, arguments: JSON.stringify(call.function.arguments) } }));
-    this.pendingCalls = toolCalls.map((call) => ({ id: call.id, name: call.function.name, arguments: call.function.arguments, turn, repliedAt: performance.now() }));
+    const toolCalls = mapPacked(calls, (call, index) => ({ id: `call_${turn}_${index}`, type: "function" as const, function: { name: call.function.name, arguments: JSON.stringify(call.function.arguments) } }));
+    this.pendingCalls = mapPacked(toolCalls, (call) => ({ id: call.id, name: call.function.name, arguments: call.function.arguments, turn, repliedAt: performance.now() }));
     return {
       ...(request.logprobs ? { logprobs: this.sampledLogprobs(promptTokens, generated.topLogprobs) } : {}),
       ...(reasoning !== undefined ? { reasoning } : {}),
@@ -230,7 +231,7 @@ export class GatewaySession {
 
   /** Brings the record up to the request's messages: the agent's prompt first, then deltas, or a new segment. */
   private extendRecord(messages: ChatMessage[], tools: KnownTools, templateKwargs: Record<string, unknown> | undefined): void {
-    const keys = messages.map(messageKey);
+    const keys = mapPacked(messages, messageKey);
     if (!this.started) {
       // Started only once a prompt fits: a refused first request leaves the row's prompt for the next one to replace.
       this.openSegment(messages, tools, keys, templateKwargs);

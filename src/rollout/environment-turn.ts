@@ -6,6 +6,7 @@ import type { Interaction } from "../interactions/index.js";
 import type { ChatMessage } from "../chat/index.js";
 import type { ParseResult } from "../parsers/index.js";
 import { executeCalls, toolSegmentOf } from "./tool-calls.js";
+import { mapPacked } from "../packed-list.js";
 import type { Finish, TrajectoryInFlight } from "./trajectory-state.js";
 
 /** Runs the last assistant turn's calls and appends their observations. */
@@ -20,19 +21,8 @@ export async function toolTurn(run: TrajectoryInFlight, parsed: ParseResult): Pr
     if (typeof record.step_reward === "number" && record.error_kind == null) log.toolRewards.push(record.step_reward);
   }
   log.toolSegments.push(toolSegmentOf(records));
-  return appendEnvironment(run, toolMessages(records));
-}
-
-/**
- * The calls' observations as tool messages, in a list built by push: `records.map(...)` made a packed list while this
- * code ran unoptimized and a holey one once V8 had optimized it, and the code that reads the list (the delta's render,
- * the record's segment kind) was deoptimized at each change of kind: toolTurn was compiled again in every rollout of
- * the distinct-conversations bench, a third of the compiling left after warm-up (bench/jit-churn.mjs).
- */
-function toolMessages(records: readonly { response: string }[]): ChatMessage[] {
-  const messages: ChatMessage[] = [];
-  for (const record of records) messages.push({ role: "tool", content: record.response });
-  return messages;
+  // Packed whatever the tier: the delta's render and the segment kind read this list (packed-list.ts).
+  return appendEnvironment(run, mapPacked(records, (record) => ({ role: "tool", content: record.response })));
 }
 
 /** Asks the simulated user for its reply and appends it; its last reply ends the trajectory. */
