@@ -54,7 +54,7 @@ function threadCpu() {
       continue; // a thread that ended meanwhile
     }
     const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    const us = (Number(fields[11]) + Number(fields[12])) * 10_000;
+    const us = (Number(fields[11]) + Number(fields[12])) * 10_000; // clock ticks of 10 ms (Linux's CLK_TCK of 100)
     if (tid === String(process.pid)) main += us;
     else helpers += us;
   }
