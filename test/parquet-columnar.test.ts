@@ -183,6 +183,32 @@ print(json.dumps({"schema": a.schema.equals(b.schema, check_metadata=True),
     expect(rows.map((row) => row["id"])).toEqual([...edgeCases(), ...edgeCases()].map((t) => t.id));
   });
 
+  it("writers opened one after another share their schema's footer: the same rows give the same bytes, each metadata its own", async () => {
+    const rows = rowsOf(edgeCases());
+    const take = async (metadata?: Record<string, string>) => {
+      const writer = await ColumnarParquet.open(trajectoryArrowSchema, { compression: "zstd", rowGroupSize: 4, ...(metadata ? { metadata } : {}) });
+      for (const row of rows) writer.append(row);
+      return writer.take();
+    };
+    const first = await take();
+    const tagged = await take({ run: "a" });
+    const again = await take();
+    const taggedAgain = await take({ run: "b" });
+    expect(Buffer.compare(first, again)).toBe(0);
+    const dir = tempDir("pq-columnar");
+    const files = { tagged: path.join(dir, "a.parquet"), taggedAgain: path.join(dir, "b.parquet") };
+    writeFileSync(files.tagged, tagged);
+    writeFileSync(files.taggedAgain, taggedAgain);
+    // pyarrow reads the arrow schema's metadata (parquet-wasm's reader drops it).
+    const runs = pythonJson<(string | null)[]>(
+      `import json, sys, pyarrow.parquet as pq
+print(json.dumps([(pq.read_schema(f).metadata or {}).get(b"run", b"").decode() or None for f in sys.argv[1:]]))`,
+      [files.tagged, files.taggedAgain],
+    );
+    expect(runs).toEqual(["a", "b"]);
+    expect(asJson(await readRows(files.taggedAgain))).toBe(asJson(await readRows(files.tagged)));
+  });
+
   it("refuses a value of the wrong kind naming its column, and takes the row back whole", async () => {
     const writer = await ColumnarParquet.open(trajectoryArrowSchema, { compression: "none", rowGroupSize: 8 });
     const good = rowsOf([makeTrajectory(0), makeTrajectory(1)]);
