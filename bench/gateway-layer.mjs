@@ -21,6 +21,7 @@ import { parseArgs } from "node:util";
 import { cliNodeFlags } from "./lib/cli-node-flags.mjs";
 import { converse } from "./lib/gateway-agent.mjs";
 import { median } from "./lib/table-format.mjs";
+import { mainThreadCpuUs } from "./lib/thread-cpu.mjs";
 
 const self = fileURLToPath(import.meta.url);
 const root = path.resolve(path.dirname(self), "..");
@@ -96,11 +97,6 @@ async function measure(tree, rounds, trajectories) {
   const { GatewaySession } = await import(pathToFileURL(path.join(tree, "dist/gateway/session.js")).href);
   const gateway = await Gateway.start("model");
   const client = fork(self, ["--client"]);
-  const mainThreadUs = () => {
-    const stat = readFileSync(`/proc/self/task/${process.pid}/stat`, "utf8");
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return (Number(fields[11]) + Number(fields[12])) * 10_000;
-  };
   let count = 0;
   const round = async () => {
     const sessions = Array.from({ length: trajectories }, () => {
@@ -119,10 +115,10 @@ async function measure(tree, rounds, trajectories) {
   const runs = [];
   for (let r = 0; r < rounds; r++) {
     const cpu = process.cpuUsage();
-    const main = mainThreadUs();
+    const main = mainThreadCpuUs();
     await round();
     const used = process.cpuUsage(cpu);
-    runs.push({ all: (used.user + used.system) / (2 * trajectories), main: (mainThreadUs() - main) / (2 * trajectories) });
+    runs.push({ all: (used.user + used.system) / (2 * trajectories), main: (mainThreadCpuUs() - main) / (2 * trajectories) });
   }
   client.kill();
   await gateway.stop();

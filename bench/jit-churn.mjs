@@ -18,13 +18,14 @@
  *   node bench/jit-churn.mjs --base OTHER_CHECKOUT [--pairs 2]  # another built tree too, the two alternating
  */
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import { cliNodeFlags } from "./lib/cli-node-flags.mjs";
 import { median } from "./lib/table-format.mjs";
+import { threadCpu } from "./lib/thread-cpu.mjs";
 
 const self = fileURLToPath(import.meta.url);
 const root = path.resolve(path.dirname(self), "..");
@@ -41,25 +42,6 @@ const { values: options } = parseArgs({
 const MARK = "JIT-CHURN MEASURED CELLS START";
 const CONCURRENCY = 256;
 const TRAJECTORIES = 1024;
-
-/** Every thread's CPU of this process so far, in µs: the main thread's and the others' (Linux's /proc). */
-function threadCpu() {
-  let main = 0;
-  let helpers = 0;
-  for (const tid of readdirSync("/proc/self/task")) {
-    let stat;
-    try {
-      stat = readFileSync(`/proc/self/task/${tid}/stat`, "utf8");
-    } catch {
-      continue; // a thread that ended meanwhile
-    }
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    const us = (Number(fields[11]) + Number(fields[12])) * 10_000; // clock ticks of 10 ms (Linux's CLK_TCK of 100)
-    if (tid === String(process.pid)) main += us;
-    else helpers += us;
-  }
-  return { main, helpers };
-}
 
 /** In the child: the cells of `tree`'s dist/ against the server at FAKE_URL; the result as the last stdout line. */
 async function child(tree) {
