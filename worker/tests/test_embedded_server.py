@@ -579,3 +579,31 @@ def test_priority_scheduling_starts_higher_priorities_first_and_is_ignored_witho
         assert call(server, "/server_info")[1]["enable_priority_scheduling"] is enabled
     finally:
         server.shutdown()
+
+
+def test_a_request_queued_behind_a_weight_update_is_served_after_it(tiny_models, tokenizer):
+    """Without a pause (one_step_off with partial_rollout false), an update waits for the running generations, and
+    requests arriving meanwhile wait for the update. Once the last running one finished, the pass that applied the
+    update used to take the waiting requests off the queue too and drop them: their callers waited forever (a
+    one_step_off demo run hung at step 9)."""
+    server = start_server(load_model(str(tiny_models[0])), ServerConfig(port=0))
+    try:
+        prompt = encode(tokenizer, PROMPTS[1])
+        with ThreadPoolExecutor(3) as pool:
+            running = pool.submit(generate, server, prompt, max_new_tokens=1500, ignore_eos=True)
+            _wait_until_running(server)
+            update = pool.submit(call, server, "/update_weights_from_disk",
+                                 {"model_path": str(tiny_models[1]), "weight_version": "after"})
+            for _ in range(2000):
+                if server.scheduler._updates:
+                    break
+                time.sleep(0.005)
+            assert server.scheduler._updates, "the update never queued"
+            queued = pool.submit(generate, server, prompt, max_new_tokens=4)
+            state = _wait_until(server, lambda s: s["num_waiting_reqs"] == 1, "a request waiting behind the update")
+            assert state["num_running_reqs"] == 1  # the long generation was still running: the update still waits
+            assert running.result(timeout=300)["meta_info"]["weight_version"] == "default"
+            assert update.result(timeout=120)[0] == 200
+            assert queued.result(timeout=60)["meta_info"]["weight_version"] == "after"
+    finally:
+        server.shutdown()

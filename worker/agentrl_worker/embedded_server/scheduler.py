@@ -193,7 +193,9 @@ class Scheduler:
                     # An update waits for running generations, unless generation is paused (SGLang's writer lock).
                     ready = self._updates and (not self._running or self._paused)
                     update = self._updates.popleft() if ready else None
-                    if not self._updates and not self._paused:
+                    # Nothing is admitted in the pass that applies an update (the pass ends there), nor while another
+                    # waits: admitted here and dropped by the `continue`, a generation would never answer.
+                    if update is None and not self._updates and not self._paused:
                         while self._waiting and len(self._running) + len(admitted) < self.max_batch:
                             admitted.append(self._waiting.popleft())
                 if update is not None:
