@@ -164,6 +164,55 @@ describe("one_step_off", () => {
     expect(h.log.indexOf("batch 2 start")).toBeLessThan(h.log.indexOf("trained 1"));
   });
 
+  it("without partial rollouts, step k's sync waits for batch k+1, generated whole on the weights it started with", async () => {
+    const h = new Harness();
+    const options: ScheduleOptions<number[], number> = { ...h.options("one_step_off", 3), partialRollout: false };
+    const waits = new Map<number, Promise<unknown> | undefined>();
+    const train = options.trainer.train;
+    options.trainer.train = (step, batch, sync, syncWaitsFor) => (waits.set(step, syncWaitsFor), train(step, batch, sync));
+    const done = runSchedule(options);
+    await flush();
+    h.resolveOne("batch", [1, 2], 1);
+    await flush();
+    let settled = false;
+    void waits.get(1)!.then(() => (settled = true));
+    await flush();
+    expect(settled).toBe(false); // batch 2 is generating: step 1's sync must not start
+    h.resolveOne("batch", [3, 4], 2);
+    await flush();
+    expect(settled).toBe(true);
+    h.resolveOne("train", undefined, 1);
+    await flush();
+    h.resolveOne("batch", [5, 6], 3);
+    await flush();
+    h.resolveOne("train", undefined, 2);
+    await flush();
+    h.resolveOne("train", undefined, 3);
+    expect(await done).toEqual({ steps: 3, stopped: false });
+    expect(waits.get(2)).toBeInstanceOf(Promise);
+    expect(waits.get(3)).toBeUndefined(); // nothing generates after the last step
+    expect([1, 2, 3].map((s) => h.reports.get(s)!.staleness)).toEqual([[0, 0], [1, 1], [1, 1]]);
+  });
+
+  it("with partial rollouts (the default), the sync does not wait: the engine continues what it cuts", async () => {
+    const h = new Harness();
+    const options = h.options("one_step_off", 2);
+    const waits: Array<Promise<unknown> | undefined> = [];
+    const train = options.trainer.train;
+    options.trainer.train = (step, batch, sync, syncWaitsFor) => (waits.push(syncWaitsFor), train(step, batch, sync));
+    const done = runSchedule(options);
+    await flush();
+    h.resolveOne("batch", [1, 2], 1);
+    await flush();
+    h.resolveOne("train", undefined, 1);
+    await flush();
+    h.resolveOne("batch", [3, 4], 2);
+    await flush();
+    h.resolveOne("train", undefined, 2);
+    expect(await done).toEqual({ steps: 2, stopped: false });
+    expect(waits).toEqual([undefined, undefined]);
+  });
+
   it("a failed sync leaves the engine on the old version: the next batches count their true lag", async () => {
     const h = new Harness();
     const options = h.options("one_step_off", 3);

@@ -1,8 +1,10 @@
 /**
  * async_training.mode end to end on the CPU demo (embedded engine, training worker), kept short:
- * - one_step_off, 3 steps: the run completes; step 1 trains on the starting weights (staleness 0) and every later step
- *   on a batch generated one version back (staleness 1); the steps use the prompts of the seeded data order in the
- *   order sync would; the metrics line carries the idle ratios.
+ * - one_step_off without partial rollouts (the demo's mode), 3 steps with a validation, run twice at once: each run
+ *   completes; step 1 trains on the starting weights (staleness 0) and every later step on a batch generated one
+ *   version back (staleness 1), every token of it by that version; the steps use the prompts of the seeded data order
+ *   in the order sync would; the metrics line carries the idle ratios; and the two runs log the same metrics line for
+ *   line, but for the clock and the engine's rounding in mismatch/kl (issue 29, item 6).
  * - fully_async, 4 steps, staleness_threshold 1, trigger_parameter_sync_step 2, SIGKILLed mid-step and resumed: the
  *   checkpointed steps' samples are kept, each step trains once, no trained group lags more than one sync, no prompt's
  *   group is trained twice, across the kill; the engine gets the weights every second step of each run and after the
@@ -13,7 +15,7 @@ import { mkdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { runCli, REPO_ROOT } from "./helpers/cli.js";
-import { DEMO_CONFIG, pollUntil, readMetrics, readStep, startCli, stateStep, type Metrics } from "./helpers/train.js";
+import { DEMO_CONFIG, pollUntil, readMetrics, readStep, seededMetrics, startCli, stateStep, type Metrics } from "./helpers/train.js";
 import { tempDir } from "./helpers/tmp.js";
 import { readPrompts } from "../src/rollout/sample.js";
 import { DataCursor, type CursorState } from "../src/train/data-cursor.js";
@@ -37,8 +39,8 @@ async function readRun(runDir: string, count: number): Promise<Trajectory[][]> {
   return steps;
 }
 
-async function train(mode: string, extra: string[] = []): Promise<{ runDir: string; metrics: Metrics[]; steps: Trajectory[][] }> {
-  const runDir = path.join(scratch, mode);
+async function train(mode: string, extra: string[] = [], name = mode): Promise<{ runDir: string; metrics: Metrics[]; steps: Trajectory[][] }> {
+  const runDir = path.join(scratch, name);
   const result = await runCli([...trainArgs(runDir, mode), "--quiet", ...extra], { timeoutMs: 240_000 });
   expect(result.code, result.stderr).toBe(0);
   return { runDir, metrics: readMetrics(runDir), steps: await readRun(runDir, STEPS) };
@@ -62,15 +64,23 @@ const promptsPerStep = (steps: Trajectory[][]) => steps.map((s) => [...new Set(s
 
 const trainedIds = (steps: Trajectory[][]) => steps.map((s) => s.filter((t) => t.advantage != null));
 
-describe("async_training.mode: one_step_off", () => {
+describe("async_training.mode: one_step_off without partial rollouts", () => {
   let run: Awaited<ReturnType<typeof train>>;
+  let twin: Awaited<ReturnType<typeof train>>;
   beforeAll(async () => {
-    run = await train("one_step_off");
+    // Validation after step 2 runs while nothing generates: the sync waited for step 3's batch. Four trajectories at a
+    // time make each batch's generation outlast the update it overlaps, so that a sync that did not wait would land
+    // inside it (and the trajectories started after it would be sampled by the new weights).
+    const extra = ["--set", "async_training.partial_rollout=false", "--set", "trainer.test_freq=2", "--set", "actor_rollout_ref.rollout.max_concurrency=4"];
+    [run, twin] = await Promise.all([train("one_step_off", extra), train("one_step_off", extra, "one_step_off-twin")]);
   }, 300_000);
 
-  it("trains step 1 on fresh samples and every later step one version stale", () => {
+  it("trains step 1 on fresh samples and every later step one version stale, every token by that version", () => {
     expect(run.metrics.map((m) => m.step)).toEqual([1, 2, 3]);
     expect(run.metrics.map((m) => m["async/staleness_max"])).toEqual([0, 1, 1]);
+    expect(run.metrics.map((m) => m["async/token_staleness_mean"])).toEqual([0, 1, 1]);
+    expect(run.metrics.map((m) => m["async/token_staleness_max"])).toEqual([0, 1, 1]);
+    expect(run.metrics.map((m) => m["async/partial_rollout_frac"])).toEqual([0, 0, 0]);
     expect(run.metrics.map((m) => m["async/dropped_stale"])).toEqual([0, 0, 0]);
     expect(run.metrics.map((m) => m.weight_version)).toEqual([1, 2, 3]);
     for (const m of run.metrics) {
@@ -81,6 +91,14 @@ describe("async_training.mode: one_step_off", () => {
 
   it("uses the prompts of the seeded data order, step by step, as sync would", async () => {
     expect(promptsPerStep(run.steps)).toEqual((await syncOrder()).order);
+  });
+
+  it("repeats itself: two runs with the same seeds, at the same time, log the same metrics line for line", () => {
+    const withoutEngineRounding = ({ "mismatch/kl": _kl, "mismatch/k3": _k3, ...line }: Metrics) => line;
+    const [a, b] = [seededMetrics(run.metrics), seededMetrics(twin.metrics)];
+    expect(a.map(withoutEngineRounding)).toEqual(b.map(withoutEngineRounding));
+    a.forEach((line, i) => expect(line["mismatch/kl"]).toBeCloseTo(b[i]!["mismatch/kl"]!, 6));
+    expect(a.some((line) => line["val-core/agentrl/vault/acc/mean@1"] !== undefined)).toBe(true);
   });
 });
 

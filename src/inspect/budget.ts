@@ -21,6 +21,7 @@ export const BUDGET_COMPONENTS: ReadonlyArray<{ name: string; key: string }> = [
   { name: "log-probs: gather, save", key: "timing_s/log_prob_save" },
   { name: "update: forward/backward", key: "timing_s/forward_backward" },
   { name: "update: optimizer", key: "timing_s/optimizer" },
+  { name: "sync waits for the next batch", key: "timing_s/wait_gen" },
   { name: "weight sync", key: "timing_s/update_weights" },
   { name: "record (rollouts file)", key: "timing_s/record" },
 ];

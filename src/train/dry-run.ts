@@ -95,7 +95,10 @@ function generationText(config: TrainConfig): string {
   const sync = partial
     ? "a sync pauses generation and continues it on the new weights (partial rollouts)"
     : "a sync waits for the generations in flight (partial_rollout false)";
-  if (mode === "one_step_off") return `one_step_off: step k+1 generates while step k trains; staleness 1 (0 at the first step); ${sync}`;
+  if (mode === "one_step_off") {
+    const wait = partial ? sync : "step k's sync waits for step k+1's whole batch, so one version samples each batch (partial_rollout false)";
+    return `one_step_off: step k+1 generates while step k trains; staleness 1 (0 at the first step); ${wait}`;
+  }
   const groups = config.data.train_batch_size;
   const every = config.async_training.trigger_parameter_sync_step;
   const priority = config.async_training.engine_priority ? "; requests carry priority −step (oldest groups first on a server with priority scheduling)" : "";

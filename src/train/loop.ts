@@ -101,6 +101,7 @@ async function trainSteps(first: number, last: number, stages: TrainStages, draw
     generator,
     trainer: stepTrainer(last, stages, generator, options),
     signal: options.stop,
+    partialRollout: config.async_training.partial_rollout,
     fullyAsync: {
       groupsPerBatch: config.data.train_batch_size,
       stalenessThreshold: config.async_training.staleness_threshold,

@@ -6,8 +6,9 @@
  * The step budget (docs/run-folder.md): `timing_s/step` is the wall time from the end of the previous step's record
  * (after its checkpoint) to the end of this step's rollouts file: generation (sync mode), update, sync and record.
  * Validation is timed on its own (`timing_s/testing`, verl's name) after that point, and the checkpoint after the
- * metrics line, so neither counts in `timing_s/step`. In one_step_off the next step's generation overlaps this
- * step's validation; its `timing_s/gen` may then exceed its `timing_s/step`.
+ * metrics line, so neither counts in `timing_s/step`. In one_step_off with partial rollouts the next step's generation
+ * overlaps this step's validation; its `timing_s/gen` may then exceed its `timing_s/step`. Without them the sync
+ * waits for that generation (`timing_s/wait_gen`), and validation runs after it.
  */
 import type { Trajectory } from "../data/trajectory.js";
 import { openTrajectoryWriter } from "../data/trajectory-store.js";
@@ -57,7 +58,7 @@ export function stepTrainer(total: number, stages: TrainStages, generator: Pick<
   /** Updates the engine has not received (trigger_parameter_sync_step > 1, or a failed sync). */
   let unsynced = false;
   return {
-    async train(step, batch, sync) {
+    async train(step, batch, sync, syncWaitsFor) {
       generator.taken(batch);
       const metrics: Record<string, number> = {};
       let synced = true;
@@ -69,6 +70,8 @@ export function stepTrainer(total: number, stages: TrainStages, generator: Pick<
         reporter.note(`step ${step}: no trajectory to train on (all groups dropped or failed); weights unchanged`);
       }
       if (sync && unsynced) {
+        // A failed batch is the schedule's to report; here it only ends the wait.
+        if (syncWaitsFor) await timed(metrics, "timing_s/wait_gen", clock, () => syncWaitsFor.then(noop, noop));
         synced = await timed(metrics, "timing_s/update_weights", clock, () => stages.sync(step)); // the next step samples from the updated policy
         unsynced = !synced;
         metrics["weight_sync/failed"] = synced ? 0 : 1;
@@ -110,6 +113,8 @@ export async function timedValidation(stages: Pick<TrainStages, "validate">, ste
   const metrics = await stages.validate(step);
   return { ...metrics, "timing_s/testing": (clock() - started) / 1000 };
 }
+
+const noop = (): void => undefined;
 
 /** Runs `stage` and records its wall time under `key`, in seconds, whether it returns or throws. */
 async function timed<T>(metrics: Record<string, number>, key: string, clock: () => number, stage: () => Promise<T>): Promise<T> {

@@ -3,7 +3,8 @@
  * - sync: a step's batch is generated, then trained on and synced; the next batch starts after the step's records,
  *   exactly as the loop did before there were modes.
  * - one_step_off: step k+1's batch starts the moment step k's batch is ready, so it is generated while the trainer
- *   updates on step k (verl's one_step_off_policy). Every batch after the first lags one version.
+ *   updates on step k (verl's one_step_off_policy). Every batch after the first lags one version. Without partial
+ *   rollouts step k's sync waits for batch k+1 to be complete; with them it cuts what is generating.
  * - fully_async: groups stream into a buffer (fully-async.ts); a step trains on the first train_batch_size ready.
  * The schedule measures what a step needs to tune the split: staleness, stale drops, trainer and generator idle time.
  */
@@ -23,8 +24,13 @@ export interface ScheduleContext<B> {
   servedSyncs: number;
   /** Aborts with the caller's signal, and when the schedule ends or fails: in-flight generation stops. */
   cancel: AbortController;
-  /** The update of `step`, and its sync unless `sync` is false, timed; then the step's report for `finish`. */
-  train(step: number, batch: B, report: Pick<StepReport, "staleness" | "syncStaleness" | "droppedStale">, sync?: boolean): Promise<StepReport>;
+  /**
+   * The update of `step`, and its sync unless `sync` is false (after `syncWaitsFor` settles, when given), timed; then
+   * the step's report for `finish`.
+   */
+  train(
+    step: number, batch: B, report: Pick<StepReport, "staleness" | "syncStaleness" | "droppedStale">, sync?: boolean, syncWaitsFor?: Promise<unknown>,
+  ): Promise<StepReport>;
 }
 
 export async function runSchedule<B, G>(options: ScheduleOptions<B, G>): Promise<ScheduleResult> {
@@ -44,11 +50,11 @@ export async function runSchedule<B, G>(options: ScheduleOptions<B, G>): Promise
     syncs: 0,
     servedSyncs: 0,
     cancel,
-    async train(step, batch, partial, sync = true) {
+    async train(step, batch, partial, sync = true, syncWaitsFor) {
       training.begin();
       let outcome: { synced: boolean } | void;
       try {
-        outcome = await options.trainer.train(step, batch, sync);
+        outcome = await options.trainer.train(step, batch, sync, syncWaitsFor);
       } finally {
         training.end();
       }
@@ -82,6 +88,9 @@ interface PendingBatch<B> {
 async function runBatches<B, G>(options: ScheduleOptions<B, G>, context: ScheduleContext<B>): Promise<ScheduleResult> {
   const { firstStep, lastStep, generator, trainer } = options;
   const overlap = options.mode === "one_step_off";
+  // Without partial rollouts a sync must not land inside the batch generating meanwhile: its later turns would be
+  // sampled by the new weights, and which ones would depend on the timing.
+  const syncAfterNext = overlap && options.partialRollout === false;
   const start = (step: number): PendingBatch<B> => {
     context.generating.begin();
     const batch = generator.batch(step, context.cancel.signal).finally(() => context.generating.end());
@@ -97,7 +106,7 @@ async function runBatches<B, G>(options: ScheduleOptions<B, G>, context: Schedul
       if (options.signal.aborted) return { steps, stopped: true }; // its prompts go back (the caller's cursor)
       if (overlap && step < lastStep) next = start(step + 1);
       const staleness = new Array<number>(generator.size(batch)).fill(step - 1 - pending.version);
-      const report = await context.train(step, batch, { staleness, syncStaleness: staleness, droppedStale: 0 });
+      const report = await context.train(step, batch, { staleness, syncStaleness: staleness, droppedStale: 0 }, true, syncAfterNext ? next?.batch : undefined);
       await trainer.finish(step, batch, report);
       steps += 1;
       if (options.signal.aborted) return { steps, stopped: step < lastStep };

@@ -29,9 +29,11 @@ export interface Trainer<B> {
    * The update on `batch`, then, when `sync` is true, the weight sync: afterwards the engine serves the policy of
    * `step`, unless the sync failed (`{ synced: false }`): then it serves the version it had, and the next sync tries
    * again. `sync` is false only between fully_async's syncs (async_training.trigger_parameter_sync_step > 1): the
-   * update stays with the trainer, and the result is not read.
+   * update stays with the trainer, and the result is not read. `syncWaitsFor`, when given, settles before the sync
+   * starts (one_step_off without partial rollouts: the next batch, so that it is generated whole on the weights it
+   * started with).
    */
-  train(step: number, batch: B, sync: boolean): Promise<{ synced: boolean } | void>;
+  train(step: number, batch: B, sync: boolean, syncWaitsFor?: Promise<unknown>): Promise<{ synced: boolean } | void>;
   /** The step's records (metrics, rollout file, validation, checkpoint); generation for later steps may run meanwhile. */
   finish(step: number, batch: B, report: StepReport): Promise<void>;
 }
@@ -81,6 +83,13 @@ export interface ScheduleOptions<B, G> {
   /** Ctrl-C: no new step starts; a step whose batch is not ready is forgotten. */
   signal: AbortSignal;
   fullyAsync: FullyAsyncPlan;
+  /**
+   * async_training.partial_rollout (true when left out). one_step_off with false: each sync waits for the batch
+   * generating meanwhile to finish, every turn of it, so that every batch is sampled by one version (the one before
+   * the step it lags), whatever the timing, and seeded runs repeat themselves. With true the sync goes ahead and the
+   * engine continues what it cut on the new weights.
+   */
+  partialRollout?: boolean;
   /** Milliseconds, for the idle ratios (performance.now unless a test or the benchmark brings its own). */
   clock?: Clock;
 }
