@@ -167,9 +167,9 @@ describe("one_step_off", () => {
   it("without partial rollouts, step k's sync waits for batch k+1, generated whole on the weights it started with", async () => {
     const h = new Harness();
     const options: ScheduleOptions<number[], number> = { ...h.options("one_step_off", 3), partialRollout: false };
-    const waits = new Map<number, Promise<unknown> | undefined>();
+    const waits = new Map<number, Promise<void> | undefined>();
     const train = options.trainer.train;
-    options.trainer.train = (step, batch, sync, syncWaitsFor) => (waits.set(step, syncWaitsFor), train(step, batch, sync));
+    options.trainer.train = (step, batch, sync, waitBeforeSync) => (waits.set(step, waitBeforeSync?.()), train(step, batch, sync));
     const done = runSchedule(options);
     await flush();
     h.resolveOne("batch", [1, 2], 1);
@@ -194,12 +194,34 @@ describe("one_step_off", () => {
     expect([1, 2, 3].map((s) => h.reports.get(s)!.staleness)).toEqual([[0, 0], [1, 1], [1, 1]]);
   });
 
+  it("without partial rollouts, a next batch that fails ends the wait: the step syncs, and the failure is the schedule's", async () => {
+    const h = new Harness();
+    const options: ScheduleOptions<number[], number> = { ...h.options("one_step_off", 2), partialRollout: false };
+    const batch = options.generator.batch;
+    options.generator.batch = (step, signal) => (step === 2 ? Promise.reject(new Error("generation failed")) : batch(step, signal));
+    const train = options.trainer.train;
+    let waited: "open" | "ended" = "open";
+    options.trainer.train = async (step, b, sync, waitBeforeSync) => {
+      await waitBeforeSync?.();
+      waited = "ended";
+      return train(step, b, sync);
+    };
+    const done = runSchedule(options);
+    await flush();
+    h.resolveOne("batch", [1, 2], 1);
+    await flush();
+    expect(waited).toBe("ended");
+    h.resolveOne("train", undefined, 1);
+    await expect(done).rejects.toThrow("generation failed");
+    expect(h.log).toContain("trained 1");
+  });
+
   it("with partial rollouts (the default), the sync does not wait: the engine continues what it cuts", async () => {
     const h = new Harness();
     const options = h.options("one_step_off", 2);
-    const waits: Array<Promise<unknown> | undefined> = [];
+    const waits: Array<(() => Promise<void>) | undefined> = [];
     const train = options.trainer.train;
-    options.trainer.train = (step, batch, sync, syncWaitsFor) => (waits.push(syncWaitsFor), train(step, batch, sync));
+    options.trainer.train = (step, batch, sync, waitBeforeSync) => (waits.push(waitBeforeSync), train(step, batch, sync));
     const done = runSchedule(options);
     await flush();
     h.resolveOne("batch", [1, 2], 1);

@@ -58,7 +58,7 @@ export function stepTrainer(total: number, stages: TrainStages, generator: Pick<
   /** Updates the engine has not received (trigger_parameter_sync_step > 1, or a failed sync). */
   let unsynced = false;
   return {
-    async train(step, batch, sync, syncWaitsFor) {
+    async train(step, batch, sync, waitBeforeSync) {
       generator.taken(batch);
       const metrics: Record<string, number> = {};
       let synced = true;
@@ -70,8 +70,7 @@ export function stepTrainer(total: number, stages: TrainStages, generator: Pick<
         reporter.note(`step ${step}: no trajectory to train on (all groups dropped or failed); weights unchanged`);
       }
       if (sync && unsynced) {
-        // A failed batch is the schedule's to report; here it only ends the wait.
-        if (syncWaitsFor) await timed(metrics, "timing_s/wait_gen", clock, () => syncWaitsFor.then(noop, noop));
+        if (waitBeforeSync) await timed(metrics, "timing_s/wait_gen", clock, waitBeforeSync);
         synced = await timed(metrics, "timing_s/update_weights", clock, () => stages.sync(step)); // the next step samples from the updated policy
         unsynced = !synced;
         metrics["weight_sync/failed"] = synced ? 0 : 1;
@@ -113,8 +112,6 @@ export async function timedValidation(stages: Pick<TrainStages, "validate">, ste
   const metrics = await stages.validate(step);
   return { ...metrics, "timing_s/testing": (clock() - started) / 1000 };
 }
-
-const noop = (): void => undefined;
 
 /** Runs `stage` and records its wall time under `key`, in seconds, whether it returns or throws. */
 async function timed<T>(metrics: Record<string, number>, key: string, clock: () => number, stage: () => Promise<T>): Promise<T> {

@@ -25,8 +25,8 @@ export interface ScheduleContext<B> {
   /** Aborts with the caller's signal, and when the schedule ends or fails: in-flight generation stops. */
   cancel: AbortController;
   /**
-   * The update of `step`, and its sync unless `sync` is false (after `syncWaitsFor` settles, when given), timed; then
-   * the step's report for `finish`.
+   * The update of `step`, and its sync unless `sync` is false (once `syncWaitsFor` has settled, when given, the
+   * trainer idle meanwhile), timed; then the step's report for `finish`.
    */
   train(
     step: number, batch: B, report: Pick<StepReport, "staleness" | "syncStaleness" | "droppedStale">, sync?: boolean, syncWaitsFor?: Promise<unknown>,
@@ -54,7 +54,7 @@ export async function runSchedule<B, G>(options: ScheduleOptions<B, G>): Promise
       training.begin();
       let outcome: { synced: boolean } | void;
       try {
-        outcome = await options.trainer.train(step, batch, sync, syncWaitsFor);
+        outcome = await options.trainer.train(step, batch, sync, syncWaitsFor && (() => idleUntil(syncWaitsFor)));
       } finally {
         training.end();
       }
@@ -69,6 +69,15 @@ export async function runSchedule<B, G>(options: ScheduleOptions<B, G>): Promise
       return { ...partial, trainerIdle: trainerIdle!, generatorIdle: generatorIdle! };
     },
   };
+  /** The trainer waits, neither updating nor syncing: idle for trainer/idle_ratio. A failed batch is runBatches' to report. */
+  const idleUntil = async (settled: Promise<unknown>): Promise<void> => {
+    training.end();
+    try {
+      await settled.then(noop, noop);
+    } finally {
+      training.begin();
+    }
+  };
   try {
     return options.mode === "fully_async" ? await runFullyAsync(options, context) : await runBatches(options, context);
   } finally {
@@ -76,6 +85,8 @@ export async function runSchedule<B, G>(options: ScheduleOptions<B, G>): Promise
     options.signal.removeEventListener("abort", onStop);
   }
 }
+
+const noop = (): void => undefined;
 
 interface PendingBatch<B> {
   step: number;

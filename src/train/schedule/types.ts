@@ -29,11 +29,11 @@ export interface Trainer<B> {
    * The update on `batch`, then, when `sync` is true, the weight sync: afterwards the engine serves the policy of
    * `step`, unless the sync failed (`{ synced: false }`): then it serves the version it had, and the next sync tries
    * again. `sync` is false only between fully_async's syncs (async_training.trigger_parameter_sync_step > 1): the
-   * update stays with the trainer, and the result is not read. `syncWaitsFor`, when given, settles before the sync
-   * starts (one_step_off without partial rollouts: the next batch, so that it is generated whole on the weights it
-   * started with).
+   * update stays with the trainer, and the result is not read. `waitBeforeSync`, when given, is awaited between the
+   * update and the sync (one_step_off without partial rollouts: it resolves once the next batch is complete, so that
+   * the batch is generated whole on the weights it started with; the trainer counts as idle meanwhile).
    */
-  train(step: number, batch: B, sync: boolean, syncWaitsFor?: Promise<unknown>): Promise<{ synced: boolean } | void>;
+  train(step: number, batch: B, sync: boolean, waitBeforeSync?: () => Promise<void>): Promise<{ synced: boolean } | void>;
   /** The step's records (metrics, rollout file, validation, checkpoint); generation for later steps may run meanwhile. */
   finish(step: number, batch: B, report: StepReport): Promise<void>;
 }
