@@ -3,8 +3,8 @@
  * metrics.jsonl (docs/run-folder.md). One row per component with its median and mean seconds over the steps, and its
  * share of the step (mean over mean, so the shares add up); "other" is what no component measured (the worker's
  * messages, advantages, the trainer log-probs copied into the records). Validation has its own timer and is not part
- * of the step: its row says how often it ran and has no share. In the async modes generation overlaps the trainer, so
- * the components can add up to more than the step and "other" goes negative.
+ * of the step: its row says how often it ran and has no share. In the async modes (a trained group lagged a version)
+ * generation runs beside the trainer: its rows are marked overlapped and "other" is the step less the trainer's parts.
  */
 import { fitTable, fmt, painter, pct, type Look } from "./output.js";
 import { median } from "./curves.js";
@@ -28,6 +28,7 @@ export const BUDGET_COMPONENTS: ReadonlyArray<{ name: string; key: string }> = [
 
 /** Runs from before the split had only the whole generation time. */
 const WHOLE_GENERATION = { name: "generation", key: "timing_s/gen" };
+const GENERATION_KEYS = new Set(["timing_s/gen", "timing_s/gen_engine_busy", "timing_s/gen_client"]);
 
 export interface BudgetRow {
   name: string;
@@ -39,12 +40,16 @@ export interface BudgetRow {
   share: number | null;
   /** Steps the value comes from (validation: the steps that validated). */
   steps: number;
+  /** Generation that ran beside the trainer (async_training): not part of the step's sum, nor of "other". */
+  overlapped: boolean;
 }
 
 export interface StepBudget {
   /** Steps with a timing_s/step. */
   steps: number;
   step: { median: number; mean: number };
+  /** Generation ran beside the trainer in some step (a trained group lagged a version). */
+  overlapped: boolean;
   rows: BudgetRow[];
 }
 
@@ -58,20 +63,25 @@ export function stepBudget(rows: readonly MetricsRow[]): StepBudget | null {
   const stepMean = average(stepTimes);
   const split = steps.some((r) => r.values["timing_s/gen_engine_busy"] !== undefined);
   const components = split ? BUDGET_COMPONENTS : [WHOLE_GENERATION, ...BUDGET_COMPONENTS.slice(2)];
+  const overlapped = steps.some((r) => (r.values["async/staleness_max"] ?? 0) > 0);
   const out: BudgetRow[] = [];
   for (const { name, key } of components) {
     if (!steps.some((r) => r.values[key] !== undefined)) continue;
     // A step without the key did not run that part (no reference, a step without a sync): 0 s.
     const values = steps.map((r) => r.values[key] ?? 0);
-    out.push({ name, key, median: median(values), mean: average(values), share: stepMean > 0 ? average(values) / stepMean : null, steps: steps.length });
+    const share = stepMean > 0 ? average(values) / stepMean : null;
+    out.push({ name, key, median: median(values), mean: average(values), share, steps: steps.length, overlapped: overlapped && GENERATION_KEYS.has(key) });
   }
-  const other = steps.map((r, i) => stepTimes[i]! - out.reduce((sum, row) => sum + (r.values[row.key!] ?? 0), 0));
-  out.push({ name: "other", key: null, median: median(other), mean: average(other), share: stepMean > 0 ? average(other) / stepMean : null, steps: steps.length });
+  const summed = out.filter((row) => !row.overlapped);
+  const other = steps.map((r, i) => stepTimes[i]! - summed.reduce((sum, row) => sum + (r.values[row.key!] ?? 0), 0));
+  const otherShare = stepMean > 0 ? average(other) / stepMean : null;
+  out.push({ name: "other", key: null, median: median(other), mean: average(other), share: otherShare, steps: steps.length, overlapped: false });
   const testing = rows.filter((r) => r.values["timing_s/testing"] !== undefined).map((r) => r.values["timing_s/testing"]!);
   if (testing.length > 0) {
-    out.push({ name: "validation (not in the step)", key: "timing_s/testing", median: median(testing), mean: average(testing), share: null, steps: testing.length });
+    const row = { name: "validation (not in the step)", key: "timing_s/testing", median: median(testing), mean: average(testing) };
+    out.push({ ...row, share: null, steps: testing.length, overlapped: false });
   }
-  return { steps: steps.length, step: { median: median(stepTimes), mean: stepMean }, rows: out };
+  return { steps: steps.length, step: { median: median(stepTimes), mean: stepMean }, overlapped, rows: out };
 }
 
 export function renderBudget(budget: StepBudget, look: Look): string {
@@ -83,7 +93,8 @@ export function renderBudget(budget: StepBudget, look: Look): string {
     r.key === "timing_s/testing" ? `${r.name}, ${r.steps}×` : r.name,
     fmt(r.median, 3),
     fmt(r.mean, 3),
-    r.share === null ? "–" : pct(r.share),
+    r.share === null ? "–" : r.overlapped ? `${pct(r.share)}, overlapped` : pct(r.share),
   ]);
-  return `${title}\n${fitTable(look, ["component", "median s", "mean s", "share of step"], rows)}`;
+  const note = budget.overlapped ? "\ngeneration ran beside the trainer (async_training): its rows overlap the others and are not in \"other\"" : "";
+  return `${title}\n${fitTable(look, ["component", "median s", "mean s", "share of step"], rows)}${note}`;
 }
