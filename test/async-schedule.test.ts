@@ -29,6 +29,8 @@ class Harness {
   readonly trained = new Map<number, number[]>();
   /** Per step, whether the schedule asked its update to be synced. */
   readonly synced = new Map<number, boolean>();
+  /** Per step, what the schedule gave its sync to wait for (one_step_off without partial rollouts). */
+  readonly waits = new Map<number, (() => Promise<void>) | undefined>();
   private nextId = 0;
   /** Resolve training at once (the fully async checks drive generation only). */
   autoTrain = false;
@@ -44,9 +46,10 @@ class Harness {
         assemble: (_step, kept) => kept,
       },
       trainer: {
-        train: async (step, batch, sync) => {
+        train: async (step, batch, sync, waitBeforeSync) => {
           this.trained.set(step, batch);
           this.synced.set(step, sync);
+          this.waits.set(step, waitBeforeSync);
           if (!this.autoTrain) await this.call<void>("train", step, undefined);
           this.log.push(`trained ${step}`);
         },
@@ -162,20 +165,18 @@ describe("one_step_off", () => {
     expect(await done).toEqual({ steps: 3, stopped: false });
     expect([1, 2, 3].map((s) => h.reports.get(s)!.staleness)).toEqual([[0, 0], [1, 1], [1, 1]]);
     expect(h.log.indexOf("batch 2 start")).toBeLessThan(h.log.indexOf("trained 1"));
+    // With partial rollouts (the default) no sync waits: the engine continues what the sync cuts.
+    expect([...h.waits.values()]).toEqual([undefined, undefined, undefined]);
   });
 
   it("without partial rollouts, step k's sync waits for batch k+1, generated whole on the weights it started with", async () => {
     const h = new Harness();
-    const options: ScheduleOptions<number[], number> = { ...h.options("one_step_off", 3), partialRollout: false };
-    const waits = new Map<number, Promise<void> | undefined>();
-    const train = options.trainer.train;
-    options.trainer.train = (step, batch, sync, waitBeforeSync) => (waits.set(step, waitBeforeSync?.()), train(step, batch, sync));
-    const done = runSchedule(options);
+    const done = runSchedule({ ...h.options("one_step_off", 3), partialRollout: false });
     await flush();
     h.resolveOne("batch", [1, 2], 1);
     await flush();
     let settled = false;
-    void waits.get(1)!.then(() => (settled = true));
+    void h.waits.get(1)!().then(() => (settled = true));
     await flush();
     expect(settled).toBe(false); // batch 2 is generating: step 1's sync must not start
     h.resolveOne("batch", [3, 4], 2);
@@ -189,8 +190,8 @@ describe("one_step_off", () => {
     await flush();
     h.resolveOne("train", undefined, 3);
     expect(await done).toEqual({ steps: 3, stopped: false });
-    expect(waits.get(2)).toBeInstanceOf(Promise);
-    expect(waits.get(3)).toBeUndefined(); // nothing generates after the last step
+    expect(h.waits.get(2)).toBeInstanceOf(Function);
+    expect(h.waits.get(3)).toBeUndefined(); // nothing generates after the last step
     expect([1, 2, 3].map((s) => h.reports.get(s)!.staleness)).toEqual([[0, 0], [1, 1], [1, 1]]);
   });
 
@@ -214,25 +215,6 @@ describe("one_step_off", () => {
     h.resolveOne("train", undefined, 1);
     await expect(done).rejects.toThrow("generation failed");
     expect(h.log).toContain("trained 1");
-  });
-
-  it("with partial rollouts (the default), the sync does not wait: the engine continues what it cuts", async () => {
-    const h = new Harness();
-    const options = h.options("one_step_off", 2);
-    const waits: Array<(() => Promise<void>) | undefined> = [];
-    const train = options.trainer.train;
-    options.trainer.train = (step, batch, sync, waitBeforeSync) => (waits.push(waitBeforeSync), train(step, batch, sync));
-    const done = runSchedule(options);
-    await flush();
-    h.resolveOne("batch", [1, 2], 1);
-    await flush();
-    h.resolveOne("train", undefined, 1);
-    await flush();
-    h.resolveOne("batch", [3, 4], 2);
-    await flush();
-    h.resolveOne("train", undefined, 2);
-    expect(await done).toEqual({ steps: 2, stopped: false });
-    expect(waits).toEqual([undefined, undefined]);
   });
 
   it("a failed sync leaves the engine on the old version: the next batches count their true lag", async () => {

@@ -73,7 +73,7 @@ export async function runSchedule<B, G>(options: ScheduleOptions<B, G>): Promise
   const idleUntil = async (settled: Promise<unknown>): Promise<void> => {
     training.end();
     try {
-      await settled.then(noop, noop);
+      await settled.catch(() => undefined);
     } finally {
       training.begin();
     }
@@ -85,8 +85,6 @@ export async function runSchedule<B, G>(options: ScheduleOptions<B, G>): Promise
     options.signal.removeEventListener("abort", onStop);
   }
 }
-
-const noop = (): void => undefined;
 
 interface PendingBatch<B> {
   step: number;
