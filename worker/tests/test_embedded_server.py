@@ -585,12 +585,14 @@ def test_a_request_queued_behind_a_weight_update_is_served_after_it(tiny_models,
     """Without a pause (one_step_off with partial_rollout false), an update waits for the running generations, and
     requests arriving meanwhile wait for the update. Once the last running one finished, the pass that applied the
     update used to take the waiting requests off the queue too and drop them: their callers waited forever (a
-    one_step_off demo run hung at step 9)."""
+    one_step_off demo run hung at step 9). The running generation is ended by /abort_request once the other one
+    waits, so the test does not sit through a long generation."""
     server = start_server(load_model(str(tiny_models[0])), ServerConfig(port=0))
     try:
         prompt = encode(tokenizer, PROMPTS[1])
+        long_body = {"input_ids": prompt, "rid": "long-one", "sampling_params": {"max_new_tokens": 4000, "ignore_eos": True}}
         with ThreadPoolExecutor(3) as pool:
-            running = pool.submit(generate, server, prompt, max_new_tokens=1500, ignore_eos=True)
+            running = pool.submit(call, server, "/generate", long_body)
             _wait_until_running(server)
             update = pool.submit(call, server, "/update_weights_from_disk",
                                  {"model_path": str(tiny_models[1]), "weight_version": "after"})
@@ -602,7 +604,10 @@ def test_a_request_queued_behind_a_weight_update_is_served_after_it(tiny_models,
             queued = pool.submit(generate, server, prompt, max_new_tokens=4)
             state = _wait_until(server, lambda s: s["num_waiting_reqs"] == 1, "a request waiting behind the update")
             assert state["num_running_reqs"] == 1  # the long generation was still running: the update still waits
-            assert running.result(timeout=300)["meta_info"]["weight_version"] == "default"
+            assert call(server, "/abort_request", {"rid": "long-one"}) == (200, "")
+            status, answer = running.result(timeout=120)
+            assert status == 200 and answer["meta_info"]["finish_reason"]["type"] == "abort"
+            assert answer["meta_info"]["weight_version"] == "default"
             assert update.result(timeout=120)[0] == 200
             assert queued.result(timeout=60)["meta_info"]["weight_version"] == "after"
     finally:
