@@ -96,6 +96,20 @@ describe("request options: max_tokens, tool_choice none, stop, and max_assistant
   });
 });
 
+describe("an agent on its own SDK client, with the SDK's default retries", () => {
+  it("is refused once, not retried, past max_assistant_turns: the refusal says x-should-retry false", async () => {
+    const run = await rollout("own-client", await writeRows(f("own-client.parquet"), ["own"]), { own: jsAgent("ownClientPastTheEnd") }, [
+      "multi_turn: {max_assistant_turns: 1}",
+    ]);
+    expect(run.result.code, run.result.stderr).toBe(0);
+    expect(run.trajectories).toHaveLength(2);
+    for (const t of run.trajectories) {
+      expect(extra(t).refused).toEqual({ status: 409, code: "trajectory_ended", requests: 1, shouldRetry: "false" });
+      expect([t.status, t.finish_reason, t.assistant_turns]).toEqual(["completed", "max_assistant_turns", 1]);
+    }
+  });
+});
+
 describe("structured output: response_format and text.format", () => {
   let run: Awaited<ReturnType<typeof rollout>>;
   let generates: Array<{ sampling_params: Record<string, unknown> }>;

@@ -12,7 +12,7 @@ import type { AddressInfo } from "node:net";
 import { formatIssues } from "../zod-issues.js";
 import { LruMap } from "../lru-map.js";
 import { GatewayError, parseChatCompletionRequest } from "./openai-schema.js";
-import { sendEventStream, sendJson } from "./http-reply.js";
+import { sendError, sendEventStream, sendJson } from "./http-reply.js";
 import { chatRequestOf, ignoredResponsesFields, parseResponsesRequest, responseOf, streamResponse } from "./responses-api.js";
 import type { Completion, GatewaySession, TokenLogprob } from "./session.js";
 
@@ -105,7 +105,7 @@ export class Gateway {
         // A stream already started: say it in the stream, as OpenAI does, and end it.
         res.end(`data: ${JSON.stringify(error.body())}\n\n`);
       } else {
-        sendJson(res, error.status, error.body());
+        sendError(res, error.status, error.body());
       }
     }
   }
