@@ -110,6 +110,17 @@ describe("an agent on its own SDK client, with the SDK's default retries", () =>
   });
 });
 
+describe("an agent that takes its base URL from the environment, under a stale OPENAI_API_BASE", () => {
+  it("reaches the gateway: LangChain's ChatOpenAI reads OPENAI_API_BASE before OPENAI_BASE_URL, and both name it", async () => {
+    // A value left in the user's shell (another server, here a closed port): the agent must not inherit it.
+    const run = await rollout("api-base", await writeRows(f("api-base.parquet"), ["langchain"]), {
+      langchain: { kind: "openai", command: ["node", `${AGENTS}/langchain-agent.mjs`, "--from-environment"] },
+    }, [], [], { OPENAI_API_BASE: "http://127.0.0.1:9/v1" });
+    expect(run.result.code, run.result.stderr).toBe(0);
+    expect(run.trajectories.map((t) => [t.status, t.assistant_turns, t.reward])).toEqual([["completed", 2, 1], ["completed", 2, 1]]);
+  });
+});
+
 describe("structured output: response_format and text.format", () => {
   let run: Awaited<ReturnType<typeof rollout>>;
   let generates: Array<{ sampling_params: Record<string, unknown> }>;
@@ -300,14 +311,14 @@ describe("tools resent with every request", () => {
 });
 
 /** `agentrl rollout --n 2` with `loops` registered under actor_rollout_ref.rollout.agent.agent_loops. */
-async function rollout(name: string, data: string, loops: Record<string, Record<string, unknown>>, rolloutLines: string[] = [], flags: string[] = []) {
+async function rollout(name: string, data: string, loops: Record<string, Record<string, unknown>>, rolloutLines: string[] = [], flags: string[] = [], env: NodeJS.ProcessEnv = {}) {
   const config = f(`${name}.yaml`);
   writeFileSync(config, ["actor_rollout_ref:", "  rollout:", ...rolloutLines.map((line) => `    ${line}`), "    agent:", `      agent_loops: ${JSON.stringify(loops)}`, ""].join("\n"));
   const out = f(`${name}.jsonl`);
   const result = await runCli([
     "rollout", "--config", config, "--data", data, "--model", QWEN3_DIR, "--server", fake.url,
     "--tools", GSM8K_TOOLS, "--n", "2", "--out", out, "--json", ...flags,
-  ]);
+  ], { env });
   const trajectories = existsSync(out) ? await readAllTrajectories(out) : [];
   trajectories.sort((a, b) => a.data_index - b.data_index || a.sample_index - b.sample_index);
   return { result, trajectories };

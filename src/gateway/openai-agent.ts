@@ -110,7 +110,7 @@ async function runOpenaiAgent(options: OpenaiAgentOptions, launch: Launch, api: 
       ? await runJsAgent(launch.fn, gateway.baseUrl(key), key, row)
       : launch.kind === "python"
         ? await launch.host.run(gateway.baseUrl(key), key, row, api.signal)
-        : await runLaunched(launch.wrapper, options, { OPENAI_BASE_URL: gateway.baseUrl(key), OPENAI_API_KEY: key, AGENTRL_TRAJECTORY_ID: run.id }, row, api.signal);
+        : await runLaunched(launch.wrapper, options, agentEnvironment(gateway.baseUrl(key), key, run.id), row, api.signal);
     // What the agent reported scores the episode however it ended; a Finish a primitive returned first (a length
     // cut, a turn limit, the deadline) is the outcome, since it is what the agent saw (a 409 it may have died of).
     const finish = outcomeFinish(options, outcome, run);
@@ -118,6 +118,15 @@ async function runOpenaiAgent(options: OpenaiAgentOptions, launch: Launch, api: 
   } finally {
     gateway.close(session);
   }
+}
+
+/**
+ * What a command agent is given to reach its trajectory. The base URL goes in OPENAI_API_BASE too: LangChain's
+ * ChatOpenAI (JS and Python) and other clients read that name first, so a value left in the user's shell (another
+ * server) would send an unchanged agent's requests there instead.
+ */
+function agentEnvironment(baseUrl: string, key: string, trajectoryId: string): Record<string, string> {
+  return { OPENAI_BASE_URL: baseUrl, OPENAI_API_BASE: baseUrl, OPENAI_API_KEY: key, AGENTRL_TRAJECTORY_ID: trajectoryId };
 }
 
 /**

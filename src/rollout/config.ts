@@ -79,7 +79,7 @@ export const openaiAgentSchema = z
     kind: z.literal("openai").describe("an agent that talks to agentrl's OpenAI-compatible gateway"),
     command: z
       .union([z.string().min(1), z.array(z.string().min(1)).min(1)]).optional()
-      .describe("the agent as a command, in any language: a string runs under /bin/sh -c, a list runs as argv; it gets OPENAI_BASE_URL, OPENAI_API_KEY and the row as JSON on stdin"),
+      .describe("the agent as a command, in any language: a string runs under /bin/sh -c, a list runs as argv; it gets OPENAI_BASE_URL (also as OPENAI_API_BASE), OPENAI_API_KEY and the row as JSON on stdin"),
     function: z
       .string().min(1).optional()
       .describe("the agent as a function called with a ready OpenAI client and the row: file.py#name (Python, sync or async) or file.mjs#name (JS; default export without #)"),
