@@ -110,14 +110,30 @@ describe("an agent on its own SDK client, with the SDK's default retries", () =>
   });
 });
 
-describe("an agent that takes its base URL from the environment, under a stale OPENAI_API_BASE", () => {
-  it("reaches the gateway: LangChain's ChatOpenAI reads OPENAI_API_BASE before OPENAI_BASE_URL, and both name it", async () => {
-    // A value left in the user's shell (another server, here a closed port): the agent must not inherit it.
-    const run = await rollout("api-base", await writeRows(f("api-base.parquet"), ["langchain"]), {
+describe("agents that take their settings from the environment, under a stale OPENAI_API_BASE and a proxy", () => {
+  // Values left in the user's shell: another server (here a closed port) and a cluster's HTTP proxy (a closed port too).
+  const proxy = "http://127.0.0.1:9";
+  const names = ["langchain", "python_command", "python_function"];
+  let run: Awaited<ReturnType<typeof rollout>>;
+  beforeAll(async () => {
+    run = await rollout("environment", await writeRows(f("environment.parquet"), names), {
       langchain: { kind: "openai", command: ["node", `${AGENTS}/langchain-agent.mjs`, "--from-environment"] },
-    }, [], [], { OPENAI_API_BASE: "http://127.0.0.1:9/v1" });
+      python_command: { kind: "openai", command: [VENV_PYTHON, `${AGENTS}/chat_agent.py`] },
+      python_function: { kind: "openai", function: `${AGENTS}/chat_agent.py#agent`, python: VENV_PYTHON },
+    }, [], [], { OPENAI_API_BASE: "http://127.0.0.1:9/v1", HTTP_PROXY: proxy, HTTPS_PROXY: proxy, ALL_PROXY: proxy, http_proxy: proxy, NO_PROXY: "example.com" });
+  });
+
+  it("LangChain's ChatOpenAI reads OPENAI_API_BASE before OPENAI_BASE_URL: both name the gateway", () => {
     expect(run.result.code, run.result.stderr).toBe(0);
-    expect(run.trajectories.map((t) => [t.status, t.assistant_turns, t.reward])).toEqual([["completed", 2, 1], ["completed", 2, 1]]);
+    const langchain = run.trajectories.filter((t) => t.data_index === names.indexOf("langchain"));
+    expect(langchain.map((t) => [t.status, t.assistant_turns, t.reward])).toEqual([["completed", 2, 1], ["completed", 2, 1]]);
+  });
+
+  it("the Python SDK's client (httpx) goes through HTTP_PROXY unless NO_PROXY names loopback: agents and hosts get it added", () => {
+    for (const name of ["python_command", "python_function"]) {
+      const own = run.trajectories.filter((t) => t.data_index === names.indexOf(name));
+      expect(own.map((t) => [t.status, t.assistant_turns, t.reward]), name).toEqual([["completed", 2, 1], ["completed", 2, 1]]);
+    }
   });
 });
 

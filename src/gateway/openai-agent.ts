@@ -10,6 +10,7 @@
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { InputError } from "../errors.js";
+import { loopbackNoProxy } from "../process/index.js";
 import type { SelectedAgentLoop, TrajectoryControl } from "../rollout/agent-loop.js";
 import type { OpenaiAgentSpec } from "../rollout/config.js";
 import type { Finish, TrajectoryInFlight } from "../rollout/trajectory-state.js";
@@ -63,7 +64,10 @@ export async function openaiAgentLoop(options: OpenaiAgentOptions): Promise<{ se
   };
 }
 
-type Launch = { kind: "process"; wrapper: AgentWrapper } | { kind: "js"; fn: JsAgentFunction } | { kind: "python"; host: PythonAgentHost };
+type Launch =
+  | { kind: "process"; wrapper: AgentWrapper; noProxy: Record<string, string> }
+  | { kind: "js"; fn: JsAgentFunction }
+  | { kind: "python"; host: PythonAgentHost };
 
 async function agentLaunch(options: OpenaiAgentOptions): Promise<Launch> {
   const { spec, where, cwd } = options;
@@ -71,7 +75,8 @@ async function agentLaunch(options: OpenaiAgentOptions): Promise<Launch> {
     const argv = typeof spec.command === "string" ? ["/bin/sh", "-c", spec.command] : spec.command;
     const wrapper = await agentWrapper(argv, spec, cwd, where);
     await options.launcher.start(where);
-    return { kind: "process", wrapper };
+    // Worked out once: reading process.env whole costs ~45 µs a time.
+    return { kind: "process", wrapper, noProxy: loopbackNoProxy({ ...process.env, ...spec.env }) };
   }
   const [file, name] = splitTarget(spec.function!);
   if (file.endsWith(".py")) {
@@ -110,7 +115,7 @@ async function runOpenaiAgent(options: OpenaiAgentOptions, launch: Launch, api: 
       ? await runJsAgent(launch.fn, gateway.baseUrl(key), key, row)
       : launch.kind === "python"
         ? await launch.host.run(gateway.baseUrl(key), key, row, api.signal)
-        : await runLaunched(launch.wrapper, options, agentEnvironment(gateway.baseUrl(key), key, run.id), row, api.signal);
+        : await runLaunched(launch.wrapper, options, { ...launch.noProxy, ...agentEnvironment(gateway.baseUrl(key), key, run.id) }, row, api.signal);
     // What the agent reported scores the episode however it ended; a Finish a primitive returned first (a length
     // cut, a turn limit, the deadline) is the outcome, since it is what the agent saw (a 409 it may have died of).
     const finish = outcomeFinish(options, outcome, run);
@@ -123,7 +128,8 @@ async function runOpenaiAgent(options: OpenaiAgentOptions, launch: Launch, api: 
 /**
  * What a command agent is given to reach its trajectory. The base URL goes in OPENAI_API_BASE too: LangChain's
  * ChatOpenAI (JS and Python) and other clients read that name first, so a value left in the user's shell (another
- * server) would send an unchanged agent's requests there instead.
+ * server) would send an unchanged agent's requests there instead. (NO_PROXY, with loopback added, goes with it:
+ * src/process/no-proxy.ts.)
  */
 function agentEnvironment(baseUrl: string, key: string, trajectoryId: string): Record<string, string> {
   return { OPENAI_BASE_URL: baseUrl, OPENAI_API_BASE: baseUrl, OPENAI_API_KEY: key, AGENTRL_TRAJECTORY_ID: trajectoryId };

@@ -19,5 +19,6 @@ export {
   type JsonLinesHostOptions,
 } from "./json-lines-host.js";
 export { PythonHostProcess, type Launch } from "./python-host-process.js";
+export { loopbackNoProxy } from "./no-proxy.js";
 export { RestartingHost } from "./restarting-host.js";
 export { HostPool } from "./host-pool.js";

@@ -12,6 +12,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import path from "node:path";
 import { createInterface } from "node:readline";
 import { WORKER_DIR } from "../repo-paths.js";
+import { loopbackNoProxy } from "./no-proxy.js";
 
 const STDERR_TAIL_LINES = 20;
 
@@ -164,8 +165,11 @@ export async function helloWithin(hello: Promise<HostHello>, ms: number, label: 
   }
 }
 
-/** agentrl's environment plus what a host needs: unbuffered output and the worker package on PYTHONPATH. */
+/**
+ * agentrl's environment plus what a host needs: unbuffered output, the worker package on PYTHONPATH, and loopback
+ * past any proxy (no-proxy.ts: a function agent's client reaches the gateway there).
+ */
 export function hostEnv(extraPath: readonly string[] = []): NodeJS.ProcessEnv {
   const pythonPath = [WORKER_DIR, ...extraPath, process.env["PYTHONPATH"]].filter(Boolean).join(path.delimiter);
-  return { ...process.env, PYTHONUNBUFFERED: "1", PYTHONPATH: pythonPath };
+  return { ...process.env, ...loopbackNoProxy(process.env), PYTHONUNBUFFERED: "1", PYTHONPATH: pythonPath };
 }
