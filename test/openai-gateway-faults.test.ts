@@ -113,13 +113,14 @@ describe("an agent on its own SDK client, with the SDK's default retries", () =>
 describe("agents that take their settings from the environment, under a stale OPENAI_API_BASE and a proxy", () => {
   // Values left in the user's shell: another server (here a closed port) and a cluster's HTTP proxy (a closed port too).
   const proxy = "http://127.0.0.1:9";
-  const names = ["langchain", "python_command", "python_function"];
+  const names = ["langchain", "python_command", "python_function", "no_reward"];
   let run: Awaited<ReturnType<typeof rollout>>;
   beforeAll(async () => {
     run = await rollout("environment", await writeRows(f("environment.parquet"), names), {
       langchain: { kind: "openai", command: ["node", `${AGENTS}/langchain-agent.mjs`, "--from-environment"] },
       python_command: { kind: "openai", command: [VENV_PYTHON, `${AGENTS}/chat_agent.py`] },
       python_function: { kind: "openai", function: `${AGENTS}/chat_agent.py#agent`, python: VENV_PYTHON },
+      no_reward: jsAgent("noRewardReported"),
     }, [], [], { OPENAI_API_BASE: "http://127.0.0.1:9/v1", HTTP_PROXY: proxy, HTTPS_PROXY: proxy, ALL_PROXY: proxy, http_proxy: proxy, NO_PROXY: "example.com" });
   });
 
@@ -127,6 +128,14 @@ describe("agents that take their settings from the environment, under a stale OP
     expect(run.result.code, run.result.stderr).toBe(0);
     const langchain = run.trajectories.filter((t) => t.data_index === names.indexOf("langchain"));
     expect(langchain.map((t) => [t.status, t.assistant_turns, t.reward])).toEqual([["completed", 2, 1], ["completed", 2, 1]]);
+  });
+
+  it("a result without a reward is scored by the reward function, and the run says so once", () => {
+    const own = run.trajectories.filter((t) => t.data_index === names.indexOf("no_reward"));
+    // The reward function's own extra (acc), none of the agent's keys (answer): its one turn was a tool call, no answer.
+    expect(own.map((t) => [t.status, t.reward, extra(t)])).toEqual([["completed", 0, { acc: false }], ["completed", 0, { acc: false }]]);
+    const notes = run.result.stderr.split("\n").filter((line) => line.includes("is not a reward"));
+    expect(notes).toEqual([expect.stringMatching(/^note: agent no_reward's last stdout line \(or return value\) is not a reward: "\{\\"answer\\":.*the reward function scores its trajectories/)]);
   });
 
   it("the Python SDK's client (httpx) goes through HTTP_PROXY unless NO_PROXY names loopback: agents and hosts get it added", () => {

@@ -187,6 +187,15 @@ function outcomeFinish(options: OpenaiAgentOptions, outcome: AgentProcessOutcome
   if (!outcome.ok) return { status: "failed", reason: "agent_error", error: `${agent} failed: ${outcome.error}` };
   const reported = options.spec.reward === "reward_function" ? undefined : reportedReward(outcome.lastLine);
   if (reported) run.agentReward = reported;
+  if (!reported && options.spec.reward === "auto" && outcome.lastLine !== undefined) {
+    // Said once a run: a log line printed after the reward would otherwise hand every trajectory to the reward
+    // function without a word.
+    const excerpt = outcome.lastLine.length > 80 ? `${outcome.lastLine.slice(0, 80)}…` : outcome.lastLine;
+    options.note(
+      `unreported-reward:${options.name}`,
+      `${agent}'s last stdout line (or return value) is not a reward: ${JSON.stringify(excerpt)}; the reward function scores its trajectories (print {"reward": x} last to report one, or set reward: reward_function)`,
+    );
+  }
   if (run.conversation.assistantTurns === 0 && !run.closedSegments?.length) {
     return { status: "failed", reason: "no_model_call", error: `${agent} ended without calling the model: there is nothing to train on` };
   }
