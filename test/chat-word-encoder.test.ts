@@ -136,6 +136,17 @@ describe("the word memo's own BPE (src/chat/bpe-merge.ts)", () => {
     expect(libraryCalls).toBe(0);
   });
 
+  it("merges the same while its pair table starts over again and again as with one that never does", () => {
+    // 64 pairs at most: the table fills and starts over many times a text, every pair ranked again from the strings.
+    // The default table is checked against the library by the tests above (through the word memo).
+    const small = byteLevelBpe(tokenizer, { maxPairs: 64 })!;
+    const full = byteLevelBpe(tokenizer)!;
+    const words = [...new Set([...TRICKY, ...gsm8kTexts(60)].flatMap((text) => text.normalize("NFC").match(/ ?\p{L}+| ?\p{N}|[^\s\p{L}\p{N}]+|\s+/gu) ?? []))];
+    expect(words.length).toBeGreaterThan(500);
+    for (const word of words) expect(small(word), JSON.stringify(word)).toEqual(full(word));
+    expect(words.filter((word) => small(word) !== undefined).length).toBeGreaterThan(500);
+  });
+
   it("with ignore_merges (Llama 3), a word in the vocabulary is one token, as the library makes it", () => {
     const { json, tokenizer: ignoring } = variantTokenizer((model) => (model.ignore_merges = true));
     const encode = wordMemoEncoder(ignoring, json as never)!;

@@ -32,6 +32,10 @@ interface BpeModelShape {
   ignore_merges?: unknown;
 }
 
+/** Pairs kept before the table starts over: 16 MB of typed arrays at most (16 bytes a slot, half the slots used). */
+const MAX_PAIRS = 1 << 19;
+const FIRST_SLOTS = 1 << 14;
+
 /** Words longer than this (in bytes) go to the library: the merge loop below is quadratic in a word's length. */
 const MAX_WORD_BYTES = 256;
 
@@ -39,7 +43,10 @@ const MAX_WORD_BYTES = 256;
  * The word's ids, or undefined where the library must encode it; the function itself is undefined for a tokenizer
  * whose BPE step does more than merge (see above). Pass only words the pre-tokenizer split out, free of added tokens.
  */
-export function byteLevelBpe(tokenizer: Tokenizer): ((word: string) => number[] | undefined) | undefined {
+export function byteLevelBpe(
+  tokenizer: Tokenizer,
+  { maxPairs = MAX_PAIRS }: { maxPairs?: number } = {},
+): ((word: string) => number[] | undefined) | undefined {
   const model = (tokenizer as unknown as { model?: BpeModelShape }).model;
   if (!model || !(model.bpe_ranks instanceof Map) || !(model.tokens_to_ids instanceof Map)) return undefined;
   if (model.config?.dropout || model.end_of_word_suffix || model.continuing_subword_suffix || model.byte_fallback) return undefined;
@@ -49,7 +56,7 @@ export function byteLevelBpe(tokenizer: Tokenizer): ((word: string) => number[] 
   const standIns = byteStandIns();
   const utf8 = new TextEncoder();
   const byStrings = mergeByStrings(ranks, ids);
-  const pairs = PairTable.over(ranks, ids, Array.isArray(model.vocab) ? (model.vocab as string[]) : undefined, standIns);
+  const pairs = PairTable.over(ranks, ids, Array.isArray(model.vocab) ? (model.vocab as string[]) : undefined, standIns, maxPairs);
 
   return (word) => {
     const bytes = utf8.encode(word);
@@ -125,10 +132,10 @@ const OFF_VOCABULARY = -2;
  * string; a merge whose string the vocabulary lacks sends the word to the string loop.
  */
 class PairTable {
-  private left = new Int32Array(1 << 14).fill(-1);
-  private right = new Int32Array(1 << 14);
-  private rank = new Int32Array(1 << 14);
-  private merged = new Int32Array(1 << 14);
+  private left = new Int32Array(0);
+  private right = new Int32Array(0);
+  private rank = new Int32Array(0);
+  private merged = new Int32Array(0);
   private count = 0;
 
   private constructor(
@@ -136,10 +143,19 @@ class PairTable {
     private readonly ids: Map<string, number>,
     private readonly vocab: readonly string[],
     private readonly byteIds: Int32Array,
-  ) {}
+    private readonly maxPairs: number,
+  ) {
+    this.allocate(FIRST_SLOTS);
+  }
 
   /** The table, or undefined when a byte's stand-in is not a vocabulary entry of its own. */
-  static over(ranks: Map<string, number>, ids: Map<string, number>, vocab: readonly string[] | undefined, standIns: readonly string[]): PairTable | undefined {
+  static over(
+    ranks: Map<string, number>,
+    ids: Map<string, number>,
+    vocab: readonly string[] | undefined,
+    standIns: readonly string[],
+    maxPairs: number,
+  ): PairTable | undefined {
     if (!vocab) return undefined;
     const byteIds = new Int32Array(256);
     for (let byte = 0; byte < 256; byte++) {
@@ -147,7 +163,16 @@ class PairTable {
       if (id === undefined || vocab[id] !== standIns[byte]) return undefined;
       byteIds[byte] = id;
     }
-    return new PairTable(ranks, ids, vocab, byteIds);
+    return new PairTable(ranks, ids, vocab, byteIds, maxPairs);
+  }
+
+  /** Empty slots, `size` of them (a power of two). */
+  private allocate(size: number): void {
+    this.left = new Int32Array(size).fill(-1);
+    this.right = new Int32Array(size);
+    this.rank = new Int32Array(size);
+    this.merged = new Int32Array(size);
+    this.count = 0;
   }
 
   startPieces(bytes: Uint8Array): number[] {
@@ -188,6 +213,11 @@ class PairTable {
       if (this.left[slot] === a && this.right[slot] === b) return slot;
       slot = (slot + 1) & mask;
     }
+    if (this.count >= this.maxPairs) {
+      // Starts over, as the word memo does (MemoMap): a pair still in use is ranked again when next met.
+      this.allocate(FIRST_SLOTS);
+      return this.slotOf(a, b);
+    }
     this.left[slot] = a;
     this.right[slot] = b;
     const [rank, merged] = this.rankByStrings(a, b);
@@ -212,13 +242,10 @@ class PairTable {
   }
 
   private grow(): void {
-    const old = { left: this.left, right: this.right, rank: this.rank, merged: this.merged };
-    const size = 2 * old.left.length;
-    this.left = new Int32Array(size).fill(-1);
-    this.right = new Int32Array(size);
-    this.rank = new Int32Array(size);
-    this.merged = new Int32Array(size);
-    const mask = size - 1;
+    const old = { left: this.left, right: this.right, rank: this.rank, merged: this.merged, count: this.count };
+    this.allocate(2 * old.left.length);
+    this.count = old.count;
+    const mask = this.left.length - 1;
     for (let i = 0; i < old.left.length; i++) {
       if (old.left[i] === -1) continue;
       let slot = pairHash(old.left[i]!, old.right[i]!, mask);
