@@ -146,6 +146,22 @@ describe("agents that take their settings from the environment, under a stale OP
   });
 });
 
+describe("a trajectory whose model server fails", () => {
+  it("answers the request that failed 502 and every later one 409 trajectory_ended, so no client retries it", async () => {
+    fake.setFaults({ random: { seed: 1, rate: 1, faults: [{ type: "status", status: 500 }] } });
+    try {
+      const run = await rollout("server-down", await writeRows(f("server-down.parquet"), ["down"]), { down: jsAgent("pastAFailedServer") }, ["server: {max_attempts: 1}"]);
+      for (const t of run.trajectories) {
+        expect([t.status, t.finish_reason, t.error]).toEqual(["failed", "error", expect.stringMatching(/^\/generate failed after 1 attempts .*HTTP 500/)]);
+        expect(extra(t)).toEqual({ first: { status: 502, code: "trajectory_ended" }, again: { status: 409, code: "trajectory_ended" } });
+      }
+      expect(run.trajectories).toHaveLength(2);
+    } finally {
+      fake.setFaults({});
+    }
+  });
+});
+
 describe("structured output: response_format and text.format", () => {
   let run: Awaited<ReturnType<typeof rollout>>;
   let generates: Array<{ sampling_params: Record<string, unknown> }>;

@@ -136,7 +136,7 @@ export class GatewaySession {
       ...(grammar ? { jsonSchema: grammar } : {}),
       ...(top > 0 ? { topLogprobs: top } : {}),
     });
-    if (generated.finish && generated.ids.length === 0) this.checkOpen();
+    if (generated.finish && generated.ids.length === 0) this.checkOpen({ endedHere: true });
     const lengthCut = generated.finishReason === "length" || generated.finish?.reason === "length";
     const calls = this.parseCalls(request, tools, lengthCut);
     const message = this.run.conversation.lastMessage;
@@ -176,11 +176,15 @@ export class GatewaySession {
     return ids.map((id, i) => ({ ...entry(id, logprobs[from + i]!), top_logprobs: (top?.[i] ?? []).map((alt) => entry(alt.id, alt.logprob)) }));
   }
 
-  /** A trajectory that has ended takes no more requests: 409, naming how it ended. */
-  private checkOpen(): void {
+  /**
+   * A trajectory that has ended takes no more requests: 409, naming how it ended. The request during which the
+   * model's server failed it is a 502; every later one a 409 like any ended trajectory's, which no client retries
+   * (LangChain's ChatOpenAI retries a 5xx six times over a minute and more, whatever the answer says).
+   */
+  private checkOpen({ endedHere = false }: { endedHere?: boolean } = {}): void {
     const ended = this.api.ended;
     if (!ended) return;
-    const status = ended.status === "failed" ? 502 : 409;
+    const status = ended.status === "failed" && endedHere ? 502 : 409;
     const why = `${ended.status} (${ended.reason}${ended.error ? `: ${ended.error}` : ""})`;
     throw new GatewayError(status, `trajectory ${this.run.id} has ended: ${why}; it takes no more requests`, "trajectory_ended");
   }
