@@ -28,7 +28,9 @@ export const BUDGET_COMPONENTS: ReadonlyArray<{ name: string; key: string }> = [
 
 /** Runs from before the split had only the whole generation time. */
 const WHOLE_GENERATION = { name: "generation", key: "timing_s/gen" };
-const GENERATION_KEYS = new Set(["timing_s/gen", "timing_s/gen_engine_busy", "timing_s/gen_client"]);
+/** The split generation rows (engine busy, client): BUDGET_COMPONENTS' first two. */
+const SPLIT_GENERATION = BUDGET_COMPONENTS.slice(0, 2);
+const GENERATION_KEYS = new Set([WHOLE_GENERATION.key, ...SPLIT_GENERATION.map((c) => c.key)]);
 
 export interface BudgetRow {
   name: string;
@@ -62,7 +64,7 @@ export function stepBudget(rows: readonly MetricsRow[]): StepBudget | null {
   const stepTimes = steps.map((r) => r.values["timing_s/step"]!);
   const stepMean = average(stepTimes);
   const split = steps.some((r) => r.values["timing_s/gen_engine_busy"] !== undefined);
-  const components = split ? BUDGET_COMPONENTS : [WHOLE_GENERATION, ...BUDGET_COMPONENTS.slice(2)];
+  const components = split ? BUDGET_COMPONENTS : [WHOLE_GENERATION, ...BUDGET_COMPONENTS.slice(SPLIT_GENERATION.length)];
   const overlapped = steps.some((r) => (r.values["async/staleness_max"] ?? 0) > 0);
   const out: BudgetRow[] = [];
   for (const { name, key } of components) {
