@@ -1,6 +1,6 @@
 /**
  * async_training.mode end to end on the CPU demo (embedded engine, training worker), kept short:
- * - one_step_off without partial rollouts (the demo's mode), 3 steps with a validation, run twice at once: each run
+ * - one_step_off without partial rollouts, 3 steps with a validation, run twice at once: each run
  *   completes; step 1 trains on the starting weights (staleness 0) and every later step on a batch generated one
  *   version back (staleness 1), every token of it by that version; the steps use the prompts of the seeded data order
  *   in the order sync would; the metrics line carries the idle ratios; and the two runs log the same metrics line for

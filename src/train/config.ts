@@ -215,7 +215,7 @@ export const trainConfigSchema = z.strictObject({
       partial_rollout: z
         .boolean().default(true)
         .describe(
-          "one_step_off and fully_async: a weight sync pauses generation (/pause_generation abort), loads the weights and continues; each cut generation goes on from its last token on the new weights, every token recording the version that sampled it (version_spans). false: one_step_off's sync waits for the whole next batch, every turn (verl's one_step_off_policy syncs only between batches), so each batch is sampled by one version and seeded runs repeat themselves (the demo's setting); fully_async's load waits for the generations in flight to finish",
+          "one_step_off and fully_async: a weight sync pauses generation (/pause_generation abort), loads the weights and continues; each cut generation goes on from its last token on the new weights, every token recording the version that sampled it (version_spans). false: one_step_off's sync waits for the whole next batch, every turn (verl's one_step_off_policy syncs only between batches), so each batch is sampled by one version and seeded runs repeat themselves; fully_async's load waits for the generations in flight to finish",
         ),
     })
     .prefault({}),
