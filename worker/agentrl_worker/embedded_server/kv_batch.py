@@ -1,10 +1,9 @@
 """The rows that decode together, sharing one forward pass per step over a left-padded KV cache.
 
 Each layer's cache is one [rows, kv_heads, length, head_dim] tensor. A row's real tokens sit at the right end of it;
-the columns to their left are zero padding, hidden by the attention mask. Rows are prefilled one prompt at a time
-(no padding inside a prefill, so no attention row is ever fully masked), then joined to the batch between steps by
-left-padding both sides to one length; finished rows are dropped with an index select, and columns that became
-padding in every row are trimmed. Positions are passed explicitly, so a row's rotary positions are 0..n-1 whatever
+the columns to their left are zero padding, hidden by the attention mask. Prompts are prefilled together, a group of
+them per forward pass (`prefill_many`), then joined to the batch between steps by left-padding both sides to one
+length; finished rows are dropped with an index select, and columns that became padding in every row are trimmed. Positions are passed explicitly, so a row's rotary positions are 0..n-1 whatever
 padding precedes it, and its logits match a plain forward pass over its tokens.
 """
 
@@ -29,10 +28,21 @@ class Prefilled:
     length: int
 
 
+@dataclass
+class PrefillRequest:
+    """A prompt to prefill, and the key/value of its first `start` tokens from the prefix cache ([] when none)."""
+
+    input_ids: list[int]
+    cached: list[LayerKV]
+    start: int
+
+
 class DecodeBatch:
     def __init__(self, model: torch.nn.Module, device: torch.device):
         self.model = model
         self.device = device
+        config = model.config
+        self.vocab = int(getattr(config, "vocab_size", None) or config.get_text_config().vocab_size)
         self.cache: DynamicCache | None = None
         self.mask = torch.zeros(0, 0, dtype=torch.long, device=device)  # [rows, length], 1 on real tokens
         self.positions = torch.zeros(0, dtype=torch.long, device=device)  # [rows], position of the next input token
@@ -45,15 +55,43 @@ class DecodeBatch:
     def length(self) -> int:
         return int(self.mask.shape[1])
 
-    @torch.no_grad()
     def prefill(self, input_ids: list[int], cached: list[LayerKV] | None = None, start: int = 0) -> Prefilled:
         """Runs a prompt; with `cached`, the key/value of its first `start` tokens (prefix_cache.py), only the rest."""
-        ids = torch.tensor([input_ids[start:]], dtype=torch.long, device=self.device)
-        cache = DynamicCache(ddp_cache_data=cached) if start else DynamicCache()
-        positions = torch.arange(start, len(input_ids), dtype=torch.long, device=self.device).unsqueeze(0)
-        out = self.model(input_ids=ids, past_key_values=cache, position_ids=positions, use_cache=True, logits_to_keep=1)
-        kv = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
-        return Prefilled(kv=kv, last_logits=out.logits[0, -1], length=len(input_ids))
+        return self.prefill_many([PrefillRequest(input_ids, cached or [], start)])[0]
+
+    @torch.no_grad()
+    def prefill_many(self, requests: list[PrefillRequest]) -> list[Prefilled]:
+        """Runs prompts together, one forward pass per group of `_prefill_groups` instead of one per prompt (each pass
+        walks every layer's Python, which on a small model costs more than its arithmetic); returns each prompt's
+        Prefilled in the requests' order.
+
+        A group's rows are laid out as in the decode batch: each row's cached key/value left-padded to the group's
+        longest, its new tokens after them, right-padded to the group's widest. Real tokens never attend to padding
+        (the mask hides the left, causality the right), and every padding query has real tokens before it, so no
+        attention row is fully masked. Only the columns where some row's last token sits get logits."""
+        results: list[Prefilled | None] = [None] * len(requests)
+        for group in _prefill_groups(requests, self.vocab):
+            rows = [requests[i] for i in group]
+            news = [len(r.input_ids) - r.start for r in rows]
+            past, width = max(r.start for r in rows), max(news)
+            ids = torch.tensor([r.input_ids[r.start :] + [0] * (width - n) for r, n in zip(rows, news)], dtype=torch.long, device=self.device)
+            positions = torch.stack([torch.arange(r.start, r.start + width, dtype=torch.long, device=self.device) for r in rows])
+            mask = None
+            if any(r.start != past for r in rows) or any(n != width for n in news):
+                mask = torch.zeros(len(rows), past + width, dtype=torch.long, device=self.device)
+                for row, (r, n) in enumerate(zip(rows, news)):
+                    mask[row, past - r.start : past + n] = 1
+            cache = DynamicCache(ddp_cache_data=_padded_past(rows, past)) if past else DynamicCache()
+            lasts = sorted({n - 1 for n in news})
+            keep = 1 if lasts == [width - 1] else torch.tensor(lasts, dtype=torch.long, device=self.device)
+            out = self.model(input_ids=ids, attention_mask=mask, past_key_values=cache, position_ids=positions,
+                             use_cache=True, logits_to_keep=keep)
+            kv = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
+            for row, (i, r, n) in enumerate(zip(group, rows, news)):
+                first, end = past - r.start, past + n  # this row's real columns
+                row_kv = kv if len(rows) == 1 else [(k[row : row + 1, :, first:end].clone(), v[row : row + 1, :, first:end].clone()) for k, v in kv]
+                results[i] = Prefilled(kv=row_kv, last_logits=out.logits[row, lasts.index(n - 1)], length=len(r.input_ids))
+        return [r for r in results if r is not None]
 
     def row_kv(self, row: int) -> list[LayerKV]:
         """Row `row`'s key/value over the tokens it has fed, [1, kv_heads, fed, head_dim] per layer: copies, so the
@@ -133,3 +171,50 @@ class DecodeBatch:
 
 def _left_pad(t: torch.Tensor, length: int) -> torch.Tensor:
     return F.pad(t, (0, 0, length - t.shape[-2], 0))
+
+
+# A group's bounds: the float32 logits it keeps (rows × distinct last positions × vocabulary), and its attention's
+# query-key pairs per head (rows × width × (past + width)), about what one prompt of 2,000 tokens costs alone.
+LOGITS_BUDGET = 1 << 24
+ATTENTION_BUDGET = 1 << 22
+
+
+def _padded_past(rows: list[PrefillRequest], past: int) -> list[LayerKV]:
+    """Per layer, the rows' cached keys and values left-padded with zeros to `past` columns and stacked,
+    [rows, kv_heads, past, head_dim]; a row without cache is all padding."""
+    template = next(r.cached for r in rows if r.start)
+    layers = []
+    for layer, (k0, _) in enumerate(template):
+        sides = []
+        for side in (0, 1):
+            sides.append(torch.cat([
+                _left_pad(r.cached[layer][side], past) if r.start else k0.new_zeros(1, k0.shape[1], past, k0.shape[3])
+                for r in rows
+            ]))
+        layers.append((sides[0], sides[1]))
+    return layers
+
+
+def _prefill_groups(requests: list[PrefillRequest], vocab: int) -> list[list[int]]:
+    """Splits prompts into groups that share a pass, longest new part first. A prompt joins the open group when its
+    padding stays under its own new tokens plus 16 and the group stays within the budgets above; the rest form the
+    next groups. A group's first prompt always fits, so every prompt runs."""
+    new = [len(r.input_ids) - r.start for r in requests]
+    order = sorted(range(len(requests)), key=lambda i: new[i], reverse=True)
+    groups = []
+    while order:
+        width = new[order[0]]
+        group, lasts, past, rest = [], set(), 0, []
+        for i in order:
+            rows, grown_past, grown_lasts = len(group) + 1, max(past, requests[i].start), lasts | {new[i]}
+            fits = (width - new[i] <= new[i] + 16
+                    and rows * len(grown_lasts) * vocab <= LOGITS_BUDGET
+                    and rows * width * (grown_past + width) <= ATTENTION_BUDGET)
+            if fits or not group:
+                group.append(i)
+                lasts, past = grown_lasts, grown_past
+            else:
+                rest.append(i)
+        groups.append(group)
+        order = rest
+    return groups

@@ -20,7 +20,7 @@ from typing import Callable
 
 import torch
 
-from .kv_batch import DecodeBatch, Prefilled
+from .kv_batch import DecodeBatch, PrefillRequest, Prefilled
 from .lora import LoraAdapters
 from .prefix_cache import PrefixCache
 from .model import LoadedModel
@@ -218,9 +218,10 @@ class Scheduler:
         return not self._paused and bool(self._waiting or self._running)
 
     def _admit(self, admitted: list[Generation]) -> None:
-        """Prefill new generations (once per distinct prompt) and sample their first tokens."""
-        prefills: dict[tuple[int, ...], Prefilled] = {}
-        started: list[tuple[Generation, Prefilled]] = []
+        """Prefill new generations (once per distinct prompt, the base model's together) and sample their first tokens."""
+        prefills: dict[tuple[str | None, tuple[int, ...]], Prefilled] = {}
+        base: dict[tuple[str | None, tuple[int, ...]], Generation] = {}  # the base model's prompts, prefilled below
+        started: list[tuple[Generation, tuple[str | None, tuple[int, ...]]]] = []
         for gen in admitted:
             if gen.abort_message is not None:
                 self._finish(gen, _abort(gen.abort_message))
@@ -236,28 +237,42 @@ class Scheduler:
                 self._finish(gen, {"type": "length", "length": 0})
                 continue
             key = (gen.lora, tuple(gen.input_ids))
-            if key in prefills:
+            if key in prefills or key in base:
                 gen.cached_tokens = len(gen.input_ids)
             elif gen.lora is not None:  # the prefix cache holds the base model's key/values only
                 with self._rows([gen]):
                     prefills[key] = self._batch.prefill(gen.input_ids)
             else:
-                gen.cached_tokens, cached = self.prefix_cache.lookup(gen.input_ids)
-                with self._rows([gen]):
-                    prefills[key] = self._batch.prefill(gen.input_ids, cached, gen.cached_tokens)
-                self.prefix_cache.insert(gen.input_ids, prefills[key].kv)
-            started.append((gen, prefills[key]))
+                base[key] = gen
+            started.append((gen, key))
+        self._prefill_base(base, prefills)
         if not started:
             return
-        logits = torch.stack([prefill.last_logits for _, prefill in started])
+        logits = torch.stack([prefills[key].last_logits for _, key in started])
         tokens = self._append_tokens([gen for gen, _ in started], logits)
         joining = []
-        for (gen, prefill), token in zip(started, tokens):
+        for (gen, key), token in zip(started, tokens):
             if gen.finish_reason is None:
-                joining.append(prefill)
+                joining.append(prefills[key])
                 self._running.append(gen)
                 self._pending_tokens.append(token)
         self._batch.add(joining)
+
+    def _prefill_base(self, base: dict[tuple[str | None, tuple[int, ...]], Generation], prefills: dict) -> None:
+        """The base model's new prompts in as few passes as DecodeBatch.prefill_many can, each from the longest prefix
+        the prefix cache holds; each prompt's key/value then goes into the cache for the turns that resend it."""
+        if not base:
+            return
+        requests = []
+        for gen in base.values():
+            start, cached = self.prefix_cache.lookup(gen.input_ids)
+            requests.append(PrefillRequest(gen.input_ids, cached, start))
+        with self._rows(list(base.values())):
+            done = self._batch.prefill_many(requests)
+        for (key, gen), request, prefill in zip(base.items(), requests, done):
+            gen.cached_tokens = request.start
+            prefills[key] = prefill
+            self.prefix_cache.insert(gen.input_ids, prefill.kv)
 
     def _rows(self, gens: list[Generation]):
         """The adapter of each row for the model calls inside (a no-op without --enable-lora)."""
