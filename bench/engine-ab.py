@@ -76,7 +76,8 @@ class Engine:
 
 def _generate(url: str, ids: list[int], new_tokens: int, seed: int) -> list[int]:
     body = {"input_ids": ids, "return_logprob": True,
-            "sampling_params": {"max_new_tokens": new_tokens, "temperature": 1.0, "ignore_eos": True, "sampling_seed": seed}}
+            "sampling_params": {"max_new_tokens": new_tokens, "temperature": 1.0, "ignore_eos": True,
+                                "sampling_seed": seed}}
     return list(_post(url + "/generate", body)["output_ids"])
 
 
@@ -96,12 +97,15 @@ def _round(engine: Engine, convs: list[tuple[list[int], list[int], int]]) -> tup
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", required=True, help="the other checkout (its worker/ is side A)")
-    parser.add_argument("--model", default=None, help="model folder; default runs/cpu-demo-sft/model, else examples/cpu-demo/model")
+    parser.add_argument("--model", default=None,
+                        help="model folder; default runs/cpu-demo-sft/model, else examples/cpu-demo/model")
     parser.add_argument("--conversations", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=6)
-    parser.add_argument("--max-batch", type=int, default=64, help="the engine's --max-batch (agentrl's default launch: 64)")
+    parser.add_argument("--max-batch", type=int, default=64,
+                        help="the engine's --max-batch (agentrl's default launch: 64)")
     args = parser.parse_args(argv)
-    model = args.model or str(next(p for p in (ROOT / "runs/cpu-demo-sft/model", ROOT / "examples/cpu-demo/model") if p.exists()))
+    candidates = (ROOT / "runs/cpu-demo-sft/model", ROOT / "examples/cpu-demo/model")
+    model = args.model or str(next(p for p in candidates if p.exists()))
     vocab = json.loads((Path(model) / "config.json").read_text())["vocab_size"]
     rng = random.Random(0)
     shared = [rng.randrange(min(vocab, 50)) for _ in range(PREFIX_TOKENS)]
@@ -114,7 +118,8 @@ def main(argv: list[str] | None = None) -> None:
             for i in range(args.conversations)
         ]
 
-    engines = [Engine("A (base)", Path(args.base).resolve(), model, args.max_batch), Engine("B (this)", ROOT, model, args.max_batch)]
+    engines = [Engine("A (base)", Path(args.base).resolve(), model, args.max_batch),
+               Engine("B (this)", ROOT, model, args.max_batch)]
     results: dict[str, list[tuple[float, float]]] = {e.name: [] for e in engines}
     try:
         for e in engines:  # warm-up: first-call allocations, the shared prefix in each prefix cache
@@ -125,7 +130,8 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         for e in engines:
             e.stop()
-    print(f"embedded engine A/B, {args.conversations} two-turn conversations a round, {args.rounds} rounds, model {model}")
+    print(f"embedded engine A/B, {args.conversations} two-turn conversations a round, {args.rounds} rounds, "
+          f"model {model}")
     medians = {}
     for name, rows in results.items():
         wall, cpu = statistics.median(w for w, _ in rows), statistics.median(c for _, c in rows)

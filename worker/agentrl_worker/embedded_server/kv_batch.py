@@ -3,8 +3,9 @@
 Each layer's cache is one [rows, kv_heads, length, head_dim] tensor. A row's real tokens sit at the right end of it;
 the columns to their left are zero padding, hidden by the attention mask. Prompts are prefilled together, a group of
 them per forward pass (`prefill_many`), then joined to the batch between steps by left-padding both sides to one
-length; finished rows are dropped with an index select, and columns that became padding in every row are trimmed. Positions are passed explicitly, so a row's rotary positions are 0..n-1 whatever
-padding precedes it, and its logits match a plain forward pass over its tokens.
+length; finished rows are dropped with an index select, and columns that became padding in every row are trimmed.
+Positions are passed explicitly, so a row's rotary positions are 0..n-1 whatever padding precedes it, and its logits
+match a plain forward pass over its tokens.
 """
 
 from __future__ import annotations
@@ -74,8 +75,10 @@ class DecodeBatch:
             rows = [requests[i] for i in group]
             news = [len(r.input_ids) - r.start for r in rows]
             past, width = max(r.start for r in rows), max(news)
-            ids = torch.tensor([r.input_ids[r.start :] + [0] * (width - n) for r, n in zip(rows, news)], dtype=torch.long, device=self.device)
-            positions = torch.stack([torch.arange(r.start, r.start + width, dtype=torch.long, device=self.device) for r in rows])
+            padded = [r.input_ids[r.start :] + [0] * (width - n) for r, n in zip(rows, news)]
+            ids = torch.tensor(padded, dtype=torch.long, device=self.device)
+            starts = torch.tensor([r.start for r in rows], dtype=torch.long, device=self.device)
+            positions = starts.unsqueeze(1) + torch.arange(width, dtype=torch.long, device=self.device)
             mask = None
             if any(r.start != past for r in rows) or any(n != width for n in news):
                 mask = torch.zeros(len(rows), past + width, dtype=torch.long, device=self.device)
@@ -89,8 +92,12 @@ class DecodeBatch:
             kv = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
             for row, (i, r, n) in enumerate(zip(group, rows, news)):
                 first, end = past - r.start, past + n  # this row's real columns
-                row_kv = kv if len(rows) == 1 else [(k[row : row + 1, :, first:end].clone(), v[row : row + 1, :, first:end].clone()) for k, v in kv]
-                results[i] = Prefilled(kv=row_kv, last_logits=out.logits[row, lasts.index(n - 1)], length=len(r.input_ids))
+                # Copies, so that the prefix cache and the decode batch do not keep the whole group's tensors alive.
+                row_kv = kv if len(rows) == 1 else [
+                    (k[row : row + 1, :, first:end].clone(), v[row : row + 1, :, first:end].clone()) for k, v in kv
+                ]
+                logits = out.logits[row, lasts.index(n - 1)]
+                results[i] = Prefilled(kv=row_kv, last_logits=logits, length=len(r.input_ids))
         return [r for r in results if r is not None]
 
     def row_kv(self, row: int) -> list[LayerKV]:

@@ -26,6 +26,9 @@ from .prefix_cache import PrefixCache
 from .model import LoadedModel
 from .sampling import SamplingParams, choose_tokens, sampling_logprobs, top_alternatives
 
+# A distinct prompt of one admission: its LoRA adapter (None: the base model) and its token ids.
+PromptKey = tuple[str | None, tuple[int, ...]]
+
 log = logging.getLogger("agentrl_worker.embedded_server")
 
 
@@ -218,10 +221,11 @@ class Scheduler:
         return not self._paused and bool(self._waiting or self._running)
 
     def _admit(self, admitted: list[Generation]) -> None:
-        """Prefill new generations (once per distinct prompt, the base model's together) and sample their first tokens."""
-        prefills: dict[tuple[str | None, tuple[int, ...]], Prefilled] = {}
-        base: dict[tuple[str | None, tuple[int, ...]], Generation] = {}  # the base model's prompts, prefilled below
-        started: list[tuple[Generation, tuple[str | None, tuple[int, ...]]]] = []
+        """Prefill new generations (once per distinct prompt; the base model's in shared passes) and sample their first
+        tokens."""
+        prefills: dict[PromptKey, Prefilled] = {}
+        base: dict[PromptKey, Generation] = {}  # the base model's prompts, prefilled together below
+        started: list[tuple[Generation, PromptKey]] = []
         for gen in admitted:
             if gen.abort_message is not None:
                 self._finish(gen, _abort(gen.abort_message))
@@ -258,7 +262,7 @@ class Scheduler:
                 self._pending_tokens.append(token)
         self._batch.add(joining)
 
-    def _prefill_base(self, base: dict[tuple[str | None, tuple[int, ...]], Generation], prefills: dict) -> None:
+    def _prefill_base(self, base: dict[PromptKey, Generation], prefills: dict[PromptKey, Prefilled]) -> None:
         """The base model's new prompts in as few passes as DecodeBatch.prefill_many can, each from the longest prefix
         the prefix cache holds; each prompt's key/value then goes into the cache for the turns that resend it."""
         if not base:
