@@ -84,7 +84,9 @@ class DecodeBatch:
                 mask = torch.zeros(len(rows), past + width, dtype=torch.long, device=self.device)
                 for row, (r, n) in enumerate(zip(rows, news)):
                     mask[row, past - r.start : past + n] = 1
-            cache = DynamicCache(ddp_cache_data=_padded_past(rows, past)) if past else DynamicCache()
+            cache = DynamicCache()
+            if past:  # a row alone needs no padding: its cached key/value as they are, as the per-prompt prefill had
+                cache = DynamicCache(ddp_cache_data=rows[0].cached if len(rows) == 1 else _padded_past(rows, past))
             lasts = sorted({n - 1 for n in news})
             keep = 1 if lasts == [width - 1] else torch.tensor(lasts, dtype=torch.long, device=self.device)
             out = self.model(input_ids=ids, attention_mask=mask, past_key_values=cache, position_ids=positions,
