@@ -17,53 +17,27 @@ import argparse
 import json
 import os
 import random
-import socket
 import statistics
-import subprocess
 import sys
 import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench" / "lib"))
+
+from engine_process import post, start_engine  # noqa: E402
+
 PREFIX_TOKENS = 80
 OWN_TOKENS = 20
 TOOL_TOKENS = 14
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _post(url: str, body: dict) -> dict:
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=600) as response:
-        return json.loads(response.read())
-
-
 class Engine:
     def __init__(self, name: str, tree: Path, model: str, max_batch: int):
         self.name = name
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        env = {**os.environ, "PYTHONPATH": str(tree / "worker")}
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "agentrl_worker.embedded_server", "--model", model, "--port", str(self.port),
-             "--max-batch", str(max_batch), "--log-level", "warning"],
-            env=env,
-        )
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                urllib.request.urlopen(self.url + "/health", timeout=2).read()
-                return
-            except OSError:
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit(f"{name}'s engine ({tree}) did not start")
-                time.sleep(0.2)
+        self.process, self.url = start_engine(Path(model), "--max-batch", str(max_batch), "--log-level", "warning",
+                                              worker_dir=tree / "worker")
 
     def cpu_seconds(self) -> float:
         fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -78,7 +52,7 @@ def _generate(url: str, ids: list[int], new_tokens: int, seed: int) -> list[int]
     body = {"input_ids": ids, "return_logprob": True,
             "sampling_params": {"max_new_tokens": new_tokens, "temperature": 1.0, "ignore_eos": True,
                                 "sampling_seed": seed}}
-    return list(_post(url + "/generate", body)["output_ids"])
+    return list(post(url + "/generate", body, timeout=600)["output_ids"])
 
 
 def _conversation(url: str, conv: tuple[list[int], list[int], int]) -> None:

@@ -18,10 +18,11 @@ def post(url: str, body: dict, timeout: float = 3600) -> dict:
         return json.loads(response.read())
 
 
-def start_engine(model: Path, *flags: str) -> tuple[subprocess.Popen, str]:
-    """`python -m agentrl_worker.embedded_server --model MODEL --port 0 FLAGS...`; returns the process and its URL."""
+def start_engine(model: Path, *flags: str, worker_dir: Path = ROOT / "worker") -> tuple[subprocess.Popen, str]:
+    """`python -m agentrl_worker.embedded_server --model MODEL --port 0 FLAGS...` from `worker_dir` (another checkout's
+    worker/ runs that checkout's engine); returns the process and its URL."""
     proc = subprocess.Popen([sys.executable, "-m", "agentrl_worker.embedded_server", "--model", str(model), "--port", "0", *flags],
-                            cwd=ROOT / "worker", stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                            cwd=worker_dir, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     match = re.search(r"on (http://[\d.]+:\d+)", proc.stdout.readline())
     if not match:
         proc.kill()
