@@ -3,8 +3,9 @@
  * The rollout client's CPU per turn on distinct conversations, this tree against another built tree, side by side in
  * one process: what a change to the client saves, measured on a machine whose speed drifts by more than the change.
  *
- * Both trees run rollout-overhead.mjs's distinct-conversations cell (n = 1 over 1,024 GSM8K questions, distinct turns
- * and tool answers from the fake's 3,000 GSM8K-derived texts, concurrency 256, strict drift check, parquet, reward)
+ * Both trees run rollout-overhead.mjs's distinct-conversations cell (n = 1 over 1,024 GSM8K questions, each run's new
+ * to its tree, distinct turns and tool answers from the fake's 7,473 GSM8K-derived texts, concurrency 256, strict drift
+ * check, parquet, reward)
  * against the same fake SGLang server (its own process), taking turns: base, this, this, base, … so that each pair
  * shares the machine's state. Each tree keeps its own tokenizer, template and caches for the whole run, warmed first.
  * Reported: each tree's median CPU per turn, and the median over pairs of this tree's CPU over base's (with the

@@ -6,7 +6,7 @@
  *
  * Every loop plays the same conversation per row: a calc_gsm8k_reward call, the tool's answer, a final answer (2
  * assistant turns). The fake SGLang server (test/fake-sglang, its own process, waiting a lognormal ~200 ms per
- * generation unless `--latency` says otherwise) answers each request with one of 3,000 GSM8K-derived turns picked by
+ * generation unless `--latency` says otherwise) answers each request with one of 7,473 GSM8K-derived turns picked by
  * the request's sampling seed (`--seed 7`), and every row is a different
  * GSM8K question, so the conversations are distinct, not one replayed. The agent (bench/lib/gateway-agent.mjs) is a
  * small Node program on node:http; it runs the tool itself with the built-in tool's text and reports no reward, so the
@@ -546,7 +546,7 @@ if (asJson) {
     `\`agentrl rollout\` (the bundle, with ${nodeFlags.length ? nodeFlags.join(" ") : "V8's default flags"}) on GSM8K rows ` +
       `against the fake SGLang server (test/fake-sglang) ${latency ? `with a lognormal latency per generation (median ${latency.medianMs} ms, σ ${latency.sigma})` : "at zero latency"} in its own process, with the Qwen3 tokenizer and ` +
       `template, the qwen25 parser and the calc_gsm8k_reward tool, n = 1, concurrency ${concurrency}. Every row is a ` +
-      "different question, and the fake answers each request with one of 3,000 GSM8K-derived turns picked by its " +
+      "different question, and the fake answers each request with one of 7,473 GSM8K-derived turns picked by its " +
       "sampling seed (`--seed 7`): turn 1 calls the tool, turn 2 answers (2 assistant turns a trajectory; distinct " +
       "conversations, not one replayed). **builtin**: rows with agent_name tool_agent. **gateway**: rows whose " +
       "agent_name is an agent loop of kind openai, a command run once per trajectory (bench/lib/gateway-agent.mjs: " +

@@ -24,7 +24,7 @@ import { fileURLToPath } from "node:url";
 import { Agent, request } from "undici";
 import { profileStages } from "./lib/cpu-stages.mjs";
 import { startFakeSglangProcess } from "./lib/fake-sglang-process.mjs";
-import { contextFor, distinctTurns, gsm8kPrompts, loadDist, parts, root, story, threadSetupFor, toolRollout } from "./lib/gsm8k-tool-workload.mjs";
+import { contextFor, distinctTurns, gsm8kPrompts, loadDist, parts, promptCursor, root, story, threadSetupFor, toolRollout } from "./lib/gsm8k-tool-workload.mjs";
 
 const quick = process.env.BENCH_QUICK === "1";
 const distinctOnly = process.env.BENCH_DISTINCT_ONLY === "1";
@@ -72,7 +72,7 @@ const rollout = (concurrency, sanityCheck = "strict", distinct = false, n = N_PE
  * (used once to record the wire bodies for the bare loop). With `threads` (a started RolloutThreads, as
  * `agentrl rollout --threads N` runs) the trajectories run in its worker threads, each with its own client.
  */
-async function agentrlRun(url, concurrency, trajectories, { onRequest, sanityCheck = "strict", threads, distinct = false, n = N_PER_PROMPT } = {}) {
+async function agentrlRun(url, concurrency, trajectories, { onRequest, sanityCheck = "strict", threads, distinct = false, n = N_PER_PROMPT, prompts } = {}) {
   const config = rollout(concurrency, sanityCheck, distinct, n);
   config.server.urls = [url];
   const client = threads ? undefined : makeClient(config, undefined);
@@ -103,7 +103,7 @@ async function agentrlRun(url, concurrency, trajectories, { onRequest, sanityChe
   let cpu;
   try {
     await runRollout({
-      prompts: gsm8kPrompts(trajectories / n),
+      prompts: prompts ?? gsm8kPrompts(trajectories / n),
       n,
       concurrency,
       ...(threads ? { executor: threads.executor } : { context: contextFor(seen, config) }),
@@ -208,11 +208,12 @@ async function measureThreads(url) {
 }
 
 /**
- * Distinct conversations, as users run them: n = 1 over 1,024 GSM8K test questions (every prompt differs), each
- * trajectory's turns and tool answer new text (distinctTurns), at concurrency 256 (rollout.max_concurrency's default),
- * strict drift check, parquet, reward. Three runs, each between two bare-loop runs (replaying `bodies`, the cell's own
- * recorded requests); the median run's CPU per turn, and the marginal CPU per turn (agentrl's minus the bare loop's
- * per request).
+ * Distinct conversations, as users run them: n = 1 over 1,024 GSM8K questions (every prompt differs, and none was
+ * asked before in this process: `fresh`, a promptCursor, so no run finds the last one's renders in the chat caches),
+ * each trajectory's turns and tool answer new text (distinctTurns), at concurrency 256 (rollout.max_concurrency's
+ * default), strict drift check, parquet, reward. Three runs, each between two bare-loop runs (replaying `bodies`, the
+ * cell's own recorded requests); the median run's CPU per turn, and the marginal CPU per turn (agentrl's minus the
+ * bare loop's per request).
  */
 async function distinctCell(url, bodies) {
   const concurrency = 256;
@@ -220,7 +221,7 @@ async function distinctCell(url, bodies) {
   const runs = [];
   for (let i = 0; i < 3; i++) {
     const before = await bareRun(url, concurrency, 2 * trajectories, bodies);
-    const run = await agentrlRun(url, concurrency, trajectories, { distinct: true, n: 1 });
+    const run = await agentrlRun(url, concurrency, trajectories, { distinct: true, n: 1, prompts: fresh.next(trajectories) });
     const after = await bareRun(url, concurrency, 2 * trajectories, bodies);
     runs.push({ ...run, bareCpuPerReqUs: (before.cpuPerReqUs + after.cpuPerReqUs) / 2 });
   }
@@ -231,10 +232,12 @@ async function distinctCell(url, bodies) {
 
 const started = performance.now();
 // The scripted story's text is the same for every trajectory, so the chat caches hit more than in a real run. A
-// rollout with a seed gets distinct turns instead (distinctTurns: one of 3,000 GSM8K solutions, its answer sent to the
+// rollout with a seed gets distinct turns instead (distinctTurns: one of 7,473 GSM8K solutions, its answer sent to the
 // tool), picked by its sampling seed: every response and tool answer is new text for the drift check to render and
 // encode, and with n = 1 every prompt is another GSM8K question.
 const fake = await startFakeSglangProcess(root, { ...story, ...distinctTurns() });
+/** The distinct cell's questions: new ones for every run (promptCursor). */
+const fresh = promptCursor();
 const results = [];
 let noDriftCheck;
 let distinctAnswers;
@@ -258,10 +261,15 @@ try {
   await agentrlRun(fake.url, 256, 1024, {
     distinct: true,
     n: 1,
+    prompts: fresh.next(1024),
     onRequest: (req) => {
       if (distinctBodies.length < 2048) distinctBodies.push(generateBody(req, { rid: "x" }));
     },
   });
+  // Two more distinct runs before the cell measures: the word memo (a word's ids, which a real run keeps for good) fills
+  // over the first few thousand questions, and the CPU per turn falls with it (runs of 1,024 new questions in one
+  // process: about 1.4, 0.8, 0.6, 0.5 ms a turn, then level).
+  for (let i = 0; i < 2; i++) await agentrlRun(fake.url, 256, 1024, { distinct: true, n: 1, prompts: fresh.next(1024) });
   await bareRun(fake.url, 16, 2048, bodies);
   if (distinctOnly) cells.length = 0;
   for (const { concurrency, trajectories } of cells) {
@@ -286,7 +294,7 @@ try {
   distinctAnswers = await distinctCell(fake.url, distinctBodies);
   if (distinctOnly) {
     const { concurrency, trajectories } = distinctAnswers;
-    const run = () => agentrlRun(fake.url, concurrency, trajectories, { distinct: true, n: 1 });
+    const run = () => agentrlRun(fake.url, concurrency, trajectories, { distinct: true, n: 1, prompts: fresh.next(trajectories) });
     stages = { concurrency, cpuPerTurnUs: distinctAnswers.cpuPerTurnUs, ...(await profileStages(run)) };
   } else await otherSections(bodies);
 } finally {
@@ -312,8 +320,9 @@ async function otherSections(bodies) {
 }
 
 const distinctText = () =>
-  `Distinct conversations (n = 1 over ${distinctAnswers.trajectories} GSM8K questions, so every prompt differs; each ` +
-    "trajectory's turn 1, its tool call's answer and so the tool's answer, and its turn 2 one of 3,000 GSM8K-derived " +
+  `Distinct conversations (n = 1 over ${distinctAnswers.trajectories} GSM8K questions, so every prompt differs, each run's ` +
+    "new to the process after 3,072 others warmed it; each " +
+    "trajectory's turn 1, its tool call's answer and so the tool's answer, and its turn 2 one of 7,473 GSM8K-derived " +
     "texts, bench/lib/gsm8k-tool-workload.mjs's distinctTurns; the drift check renders and encodes new text, as in a " +
     `real run) at concurrency ${distinctAnswers.concurrency}, default config: ` +
     `**${(distinctAnswers.cpuPerTurnUs / 1000).toFixed(3)} ms CPU/turn** (median of 3 runs; ` +

@@ -5,10 +5,16 @@
  * `tree` is what a bench loaded from one built tree: its gsm8k-tool-workload.mjs as `lib`, and runRollout,
  * makeClient and openTrajectoryWriter from its dist/. Resolves to the turns played; throws when a trajectory did not
  * play the story out with a drift match. The file is removed after.
+ *
+ * The questions come from `tree.cursor` (gsm8k-tool-workload.mjs's promptCursor, made on the first call when the tree
+ * has none): every run of a tree asks questions that tree has not seen, as each step of a real run does. A tree
+ * loaded from an older checkout whose workload has no cursor gets one from this checkout's workload: the rows are
+ * plain verl rows either tree reads.
  */
 import { rmSync } from "node:fs";
 
 export async function playDistinctCell(tree, url, file, { concurrency, trajectories }) {
+  tree.cursor ??= (tree.lib.promptCursor ?? (await import("./gsm8k-tool-workload.mjs")).promptCursor)();
   const config = tree.lib.toolRollout(concurrency, { n: 1, seed: 7 });
   config.server.urls = [url];
   const client = tree.makeClient(config, undefined);
@@ -17,7 +23,7 @@ export async function playDistinctCell(tree, url, file, { concurrency, trajector
   let bad = 0;
   try {
     await tree.runRollout({
-      prompts: tree.lib.gsm8kPrompts(trajectories),
+      prompts: tree.cursor.next(trajectories),
       n: 1,
       concurrency,
       context: tree.lib.contextFor(client, config),

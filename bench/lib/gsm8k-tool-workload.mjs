@@ -33,6 +33,35 @@ export function* gsm8kPrompts(count) {
   for (let i = 0; i < count; i++) yield { dataIndex: i, row: rows[i % rows.length] };
 }
 
+/** Every GSM8K question (test, then train: 8,792) in verl's tool schema, made when first asked for. */
+let allRows;
+const everyQuestion = () =>
+  (allRows ??= [
+    ...rows,
+    ...readFileSync(GSM8K_TRAIN, "utf8").trim().split("\n").map((line, i) => {
+      const raw = JSON.parse(line);
+      return verlRowSchema.parse(makeGsm8kRow(raw, extractGroundTruth(raw.answer), "train", i, "tool"));
+    }),
+  ]);
+
+/**
+ * A stream of questions the process has not asked before: each `next(count)` takes the next `count` of the 8,792
+ * GSM8K questions (test, then train, starting over after the last), with data indices that keep counting, so a
+ * seeded rollout's sampling seeds, and with them the fake's turns (distinctTurns), are new too. A bench that plays
+ * several runs in one process takes each run's prompts from one cursor: the same prompts again would find their
+ * renders and encoded pieces in the chat caches of the run before, which no real run does (its next step asks new
+ * questions), and flatter the client. Only the word memo (a word's ids) is meant to carry over, as in a real run.
+ */
+export function promptCursor() {
+  let next = 0;
+  return {
+    *next(count) {
+      const pool = everyQuestion();
+      for (let i = 0; i < count; i++, next++) yield { dataIndex: next, row: pool[next % pool.length] };
+    },
+  };
+}
+
 /** A validated rollout section for the tool workload; `extra` is merged in (e.g. seed, over_sample_rate). */
 export const toolRollout = (concurrency, { sanityCheck = "strict", ...extra } = {}) =>
   rolloutSchema.parse({
@@ -74,9 +103,9 @@ export const threadSetupFor = (rollout) => ({
  * Turns for the fake server that make every conversation new text, as a real run's are: turn 1 (turn1Variants) is a
  * GSM8K solution's first step and a calc_gsm8k_reward call with that solution's answer, so the tool's answer differs
  * too; turn 2 (turn2Variants) is the whole solution after Qwen3's empty think block. A request's sampling seed picks
- * one of `count` (bench/lib/fake-sglang-process.mjs), so a rollout needs a seed to get them.
+ * one of `count` (every train solution by default; bench/lib/fake-sglang-process.mjs), so a rollout needs a seed to get them.
  */
-export function distinctTurns(count = 3000) {
+export function distinctTurns(count = 7473) {
   const solutions = readFileSync(GSM8K_TRAIN, "utf8").trim().split("\n").slice(0, count).map((line) => JSON.parse(line).answer);
   const end = story.turn2.at(-1);
   return {
