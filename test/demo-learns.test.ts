@@ -53,9 +53,9 @@ it("SFT warm start, then GRPO raises greedy accuracy", async () => {
   expect(before[ACC]).toBe(before[REWARD]);
   // The warm start is short of the task: greedy 0.00-0.05 over seeds 0-5 (the issue allows up to 0.5).
   expect(before[ACC]).toBeLessThanOrEqual(0.5);
-  // Greedy accuracy after 20 steps: 0.79-1.00 over seeds 0-6 and 15-22 on an AMD EPYC machine, with kl_loss_coef 0.001
-  // and 0.01 alike (0.93-1.00 in
-  // one_step_off on another); at step 10 it was 0.43-0.79, hence 20 steps and the margin.
+  // Greedy accuracy after 20 steps: 0.79-1.00 over seeds 0-6 and 15-22 on an AMD EPYC machine, with kl_loss_coef
+  // 0.001 and 0.01 alike (0.93-1.00 in one_step_off on another); at step 10 it was 0.43-0.79, hence 20 steps and the
+  // margin.
   expect(after[ACC]).toBeGreaterThanOrEqual(before[ACC]! + 0.5);
   // The sampled (temperature 1) train accuracy rises too, 128 trajectories a step: means of 0.36-0.45 over steps 1-10
   // and 0.59-0.68 over steps 11-20 over seeds 0-6 (0.36-0.41 and 0.61-0.65 over seeds 15-22).
