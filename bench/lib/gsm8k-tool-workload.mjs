@@ -25,8 +25,13 @@ const { rolloutSchema } = await loadDist("rollout/config.js");
 const { makeGsm8kRow, extractGroundTruth } = await loadDist("data/gsm8k.js");
 const { verlRowSchema } = await loadDist("data/verl-rows.js");
 
-const rawRows = readFileSync(GSM8K_TEST, "utf8").trim().split("\n").map((line) => JSON.parse(line));
-const rows = rawRows.map((raw, i) => verlRowSchema.parse(makeGsm8kRow(raw, extractGroundTruth(raw.answer), "test", i, "tool")));
+/** A GSM8K split's questions as verl rows in the tool schema. */
+const questionRows = (file, split) =>
+  readFileSync(file, "utf8").trim().split("\n").map((line, i) => {
+    const raw = JSON.parse(line);
+    return verlRowSchema.parse(makeGsm8kRow(raw, extractGroundTruth(raw.answer), split, i, "tool"));
+  });
+const rows = questionRows(GSM8K_TEST, "test");
 
 /** `count` prompts, GSM8K test rows reused in order when count exceeds the split. */
 export function* gsm8kPrompts(count) {
@@ -35,14 +40,7 @@ export function* gsm8kPrompts(count) {
 
 /** Every GSM8K question (test, then train: 8,792) in verl's tool schema, made when first asked for. */
 let allRows;
-const everyQuestion = () =>
-  (allRows ??= [
-    ...rows,
-    ...readFileSync(GSM8K_TRAIN, "utf8").trim().split("\n").map((line, i) => {
-      const raw = JSON.parse(line);
-      return verlRowSchema.parse(makeGsm8kRow(raw, extractGroundTruth(raw.answer), "train", i, "tool"));
-    }),
-  ]);
+const everyQuestion = () => (allRows ??= [...rows, ...questionRows(GSM8K_TRAIN, "train")]);
 
 /**
  * A stream of questions the process has not asked before: each `next(count)` takes the next `count` of the 8,792
